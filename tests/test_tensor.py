@@ -1,0 +1,174 @@
+import math
+
+import numpy as np
+import pytest
+
+from gradcheck import check_gradients
+from tinytorch.core.tensor import Tensor, cross_entropy, no_grad
+
+rng = np.random.default_rng(42)
+A = rng.normal(size=(3, 4))
+B = rng.normal(size=(3, 4))
+ROW = rng.normal(size=(4,))
+COL = rng.normal(size=(3, 1))
+POS = rng.uniform(0.5, 2.0, size=(3, 4))
+
+
+@pytest.mark.parametrize("name, op, inputs", [
+    ("add", lambda a, b: a + b, (A, B)),
+    ("add broadcast row", lambda a, b: a + b, (A, ROW)),
+    ("add broadcast col", lambda a, b: b + a, (A, COL)),
+    ("add scalar", lambda a: 2.5 + a, (A,)),
+    ("sub", lambda a, b: a - b, (A, B)),
+    ("sub broadcast", lambda a, b: b - a, (A, ROW)),
+    ("rsub scalar", lambda a: 1.0 - a, (A,)),
+    ("mul", lambda a, b: a * b, (A, B)),
+    ("mul broadcast", lambda a, b: a * b, (A, COL)),
+    ("div", lambda a, b: a / b, (A, POS)),
+    ("div broadcast", lambda a, b: a / b, (A, POS[0])),
+    ("rdiv scalar", lambda b: 3.0 / b, (POS,)),
+    ("neg", lambda a: -a, (A,)),
+    ("matmul", lambda a, b: a @ b, (A, B.T.copy())),
+    ("matmul vec", lambda a, v: a @ v, (A, ROW)),
+    ("vec matmul", lambda v, b: v @ b, (ROW, B.T.copy())),
+    ("batched matmul broadcast", lambda a, b: a @ b, (rng.normal(size=(2, 3, 4)), rng.normal(size=(4, 5)))),
+    ("sum all", lambda a: a.sum(), (A,)),
+    ("sum axis", lambda a: a.sum(axis=0), (A,)),
+    ("sum keepdims", lambda a: a.sum(axis=1, keepdims=True), (A,)),
+    ("sum negative axis", lambda a: a.sum(axis=-1), (A,)),
+    ("mean all", lambda a: a.mean(), (A,)),
+    ("mean axes", lambda a: a.mean(axis=(0, 2)), (rng.normal(size=(2, 3, 4)),)),
+    ("reshape", lambda a: a.reshape(2, 6) * 2, (A,)),
+    ("transpose", lambda a: a.transpose(), (A,)),
+    ("transpose axes", lambda a: a.transpose(1, 2, 0), (rng.normal(size=(2, 3, 4)),)),
+    ("exp", lambda a: a.exp(), (A,)),
+    ("log", lambda a: a.log(), (POS,)),
+    ("used twice", lambda a: a * a + a, (A,)),
+    ("chain", lambda a, b: ((a * b).exp() / (1 + (a * b).exp())).mean(axis=0), (A, B)),
+    ("cross_entropy", lambda z: cross_entropy(z, np.array([0, 3, 1])), (A,)),
+    ("cross_entropy ignore", lambda z: cross_entropy(z, np.array([0, -100, 1]), ignore_index=-100), (A,)),
+    ("cross_entropy 3d", lambda z: cross_entropy(z, np.array([[0, 1, 2], [3, 3, 0]])), (rng.normal(size=(2, 3, 4)),)),
+])
+def test_gradients_match_finite_differences(name, op, inputs):
+    check_gradients(op, *inputs)
+
+
+def test_gradient_accumulates_across_backward_calls():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    (x * 3).sum().backward()
+    (x * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad, [6.0, 6.0])
+    x.zero_grad()
+    assert x.grad is None
+
+
+def test_diamond_graph_sums_both_paths():
+    x = Tensor([2.0], requires_grad=True)
+    y = x * x          # used by two consumers
+    z = y + y * 3
+    z.backward()
+    assert z.item() == 16.0
+    np.testing.assert_allclose(x.grad, [16.0])   # d(4x²)/dx = 8x
+
+
+def test_deep_chain_does_not_hit_recursion_limit():
+    x = Tensor([1.0], requires_grad=True)
+    y = x
+    for _ in range(5000):
+        y = y + 0.0
+    y.backward()
+    np.testing.assert_array_equal(x.grad, [1.0])
+
+
+def test_float32_default_and_int_ids():
+    assert Tensor(1.5).dtype == np.float32
+    assert Tensor(np.zeros(2, np.float64)).dtype == np.float32
+    assert Tensor([1, 2, 3]).dtype.kind == "i"
+    x = Tensor(np.ones((2, 2)), requires_grad=True)
+    y = (x * 0.5 + 1.0) / 3.0 - x.exp().log()
+    assert y.dtype == np.float32
+    y.sum().backward()
+    assert x.grad.dtype == np.float32
+
+
+def test_explicit_float64_is_kept():
+    x = Tensor([1.0], dtype=np.float64, requires_grad=True)
+    y = x * 2.0 + 1
+    assert y.dtype == np.float64
+
+
+def test_no_grad_builds_no_graph():
+    x = Tensor([1.0], requires_grad=True)
+    with no_grad():
+        y = x * 2
+    assert not y.requires_grad
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        y.backward()
+
+
+def test_backward_needs_scalar_or_grad():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"\(2,\)"):
+        (x * 2).backward()
+    with pytest.raises(ValueError, match=r"\(3,\).*\(2,\)"):
+        (x * 2).backward(np.ones(3))
+
+
+def test_matmul_shape_mismatch_names_both_shapes():
+    with pytest.raises(ValueError, match=r"\(2, 3\) @ \(4, 5\)"):
+        Tensor(np.ones((2, 3))) @ Tensor(np.ones((4, 5)))
+
+
+def test_requires_grad_on_integers_is_refused():
+    with pytest.raises(TypeError, match="int"):
+        Tensor([1, 2], requires_grad=True)
+
+
+def test_string_data_is_refused():
+    with pytest.raises(TypeError, match="numeric"):
+        Tensor(["a"])
+
+
+def test_cross_entropy_matches_numpy():
+    z = rng.normal(size=(5, 7)).astype(np.float32)
+    t = np.array([0, 6, 3, 3, 1])
+    expected = np.mean(np.log(np.exp(z).sum(1)) - z[np.arange(5), t])
+    got = cross_entropy(Tensor(z), t).item()
+    assert math.isclose(got, expected, rel_tol=1e-6), (got, expected)
+
+
+def test_cross_entropy_is_stable_for_huge_logits():
+    z = Tensor(np.array([[1e4, -1e4, 0.0], [-1e4, 1e4, 1e4]], np.float32), requires_grad=True)
+    loss = cross_entropy(z, [0, 0])
+    assert math.isclose(loss.item(), (0 + 2e4 + math.log(2)) / 2, rel_tol=1e-6), loss.item()
+    loss.backward()
+    assert np.all(np.isfinite(z.grad))
+    np.testing.assert_allclose(z.grad[1], [-0.5, 0.25, 0.25], atol=1e-7)
+
+
+def test_cross_entropy_ignore_index_excludes_tokens():
+    z = rng.normal(size=(4, 3))
+    full = cross_entropy(Tensor(z[:2]), [1, 2]).item()
+    masked = cross_entropy(Tensor(z), [1, 2, -1, -1], ignore_index=-1)
+    assert math.isclose(masked.item(), full, rel_tol=1e-6), (masked.item(), full)
+
+
+@pytest.mark.parametrize("targets, err, pattern", [
+    ([0, 5], ValueError, "target 5"),
+    ([0, -2], ValueError, "target -2"),
+    ([0.0, 1.0], TypeError, "integers"),
+    ([0, 1, 2], ValueError, r"\(3,\)"),
+])
+def test_cross_entropy_bad_targets(targets, err, pattern):
+    with pytest.raises(err, match=pattern):
+        cross_entropy(Tensor(np.zeros((2, 3))), np.array(targets))
+
+
+def test_cross_entropy_all_ignored_is_an_error():
+    with pytest.raises(ValueError, match="ignore_index"):
+        cross_entropy(Tensor(np.zeros((2, 3))), [0, 0], ignore_index=0)
+
+
+def test_axis_out_of_range():
+    with pytest.raises(ValueError, match="axis 3"):
+        Tensor(np.zeros((2, 2))).sum(axis=3)
