@@ -1,4 +1,25 @@
+"""Shared pytest setup.
+
+`--nb-package-root DIR` runs the notebooks' test cells (tests/test_notebook_cells.py) against the
+`tinytorch` package found in DIR (a student workspace or another build) instead of the installed one.
+"""
+import os
 import sys
 from pathlib import Path
 
+os.environ.setdefault("MPLBACKEND", "Agg")
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--nb-package-root", default=None,
+                     help="folder holding the tinytorch package to test the notebooks against")
+    parser.addoption("--nbs-dir", default=None, help="folder of notebooks whose test cells to run (default: nbs/)")
+
+
+def pytest_configure(config):
+    root = config.getoption("--nb-package-root")
+    if root:
+        sys.path.insert(0, str(Path(root).resolve()))
+        for name in [m for m in sys.modules if m == "tinytorch" or m.startswith("tinytorch.")]:
+            del sys.modules[name]

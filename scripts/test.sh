@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The full test suite: install tinytorch[dev] into .venv, then
+#   1. notebooks are clean (nbdev-clean changes nothing),
+#   2. tinytorch/ is in sync with the notebooks (nbdev-export changes nothing),
+#   3. every notebook runs top to bottom (nbdev-test),
+#   4. pytest (unit, property and parity tests, the notebooks' test cells against the package).
+# Exits non-zero on the first failing stage.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=$(scripts/setup_venv.sh dev)
+BIN="$VENV/bin"
+export MPLBACKEND=Agg
+
+snapshot() { find nbs tinytorch -type f \( -name '*.ipynb' -o -name '*.py' \) -not -path '*/__pycache__/*' \
+               -not -path '*/.ipynb_checkpoints/*' -print0 | sort -z | xargs -0 sha256sum; }
+check_unchanged() {  # $1 = stage name, $2... = command
+  local stage=$1; shift
+  local before after
+  before=$(snapshot)
+  "$@" >/dev/null
+  after=$(snapshot)
+  if [ "$before" != "$after" ]; then
+    echo "FAIL [$stage]: these files changed; run it, review, and commit the result:" >&2
+    diff <(echo "$before") <(echo "$after") | sed -n 's/^> [0-9a-f]*  /  /p' >&2
+    exit 1
+  fi
+  echo "ok   [$stage]"
+}
+
+check_unchanged "nbdev-clean leaves notebooks unchanged" "$BIN/nbdev-clean"
+check_unchanged "nbdev-export leaves tinytorch/ unchanged" "$BIN/nbdev-export"
+echo "...  [nbdev-test] running every notebook"
+"$BIN/nbdev-test" --n-workers 2
+echo "...  [pytest]"
+"$BIN/python" -m pytest -o addopts="" -q "$@"

@@ -1,0 +1,129 @@
+"""Submissions for the course-pipeline tests, built from the real student release of module 11."""
+import copy
+import json
+
+SOURCE_SINUSOID = "table[:, 1::2] = np.cos(angles[:, :embedding_dim // 2])"
+
+
+def cells_by_id(nb):
+    return {c["id"]: c for c in nb["cells"]}
+
+
+def src(cell):
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def solve(release, source):
+    "The release with every solution cell replaced by the reference code, and written answers filled in."
+    nb = copy.deepcopy(release)
+    ref = cells_by_id(source)
+    for cell in nb["cells"]:
+        g = cell.get("metadata", {}).get("nbgrader") or {}
+        if g.get("solution") and cell["cell_type"] == "code":
+            cell["source"] = src(ref[cell["id"]])
+        elif g.get("solution"):
+            cell["source"] = "My answer: the table costs vocab x dim x 4 bytes, so ..."
+    return nb
+
+
+def edit(nb, cell_id, fn):
+    "A copy of `nb` whose cell `cell_id` has source fn(old source)."
+    nb = copy.deepcopy(nb)
+    cell = cells_by_id(nb)[cell_id]
+    old = src(cell)
+    new = fn(old)
+    assert new != old, f"edit of {cell_id} changed nothing"
+    cell["source"] = new
+    return nb
+
+
+def replace(nb, cell_id, old, new):
+    return edit(nb, cell_id, lambda s: s.replace(old, new))
+
+
+def broken_sinusoid(solved):
+    "Odd columns use sin instead of cos: only test_sinusoidal_table can notice."
+    return replace(solved, "sinusoidal", SOURCE_SINUSOID, "table[:, 1::2] = np.sin(angles[:, :embedding_dim // 2])")
+
+
+def build(release, source, paths):
+    "student -> notebook dict, for every scenario. `paths` has 'course' and 'submissions' (absolute)."
+    solved = solve(release, source)
+    subs = {}
+    subs["reference"] = solved
+    subs["untouched"] = copy.deepcopy(release)
+    subs["broken-sinusoid"] = broken_sinusoid(solved)
+    subs["broken-backward"] = replace(solved, "scatter", "summed = np.add.reduceat(rows[order], starts, axis=0)",
+                                      "summed = rows[order][starts]")
+    subs["test-edited-to-pass"] = edit(broken_sinusoid(solved), "sinusoidal-test",
+                                       lambda s: "#| points: 3\ndef test_sinusoidal_table():\n    pass\n\ntest_sinusoidal_table()")
+    subs["infinite-loop"] = replace(solved, "sinusoidal", "### BEGIN SOLUTION",
+                                    "### BEGIN SOLUTION\n    while max_seq_length == 50:\n        pass")
+    subs["syntax-error"] = replace(solved, "init", "    shape = (vocab_size, embedding_dim)", "    shape = (vocab_size, embedding_dim")
+    stripped = copy.deepcopy(solved)
+    for cell in stripped["cells"]:
+        cell["metadata"] = {}
+    subs["metadata-stripped"] = stripped
+    dup = copy.deepcopy(solved)
+    i = next(k for k, c in enumerate(dup["cells"]) if c["id"] == "scatter")
+    twin = copy.deepcopy(dup["cells"][i])
+    twin["id"] = "scatter-copy"
+    dup["cells"].insert(i + 1, twin)
+    subs["duplicated-cell"] = dup
+    subs["vandal"] = replace(solved, "as-ids", "    ### END SOLUTION", "    ### END SOLUTION\n" + _VANDALISM.format(**paths))
+    skip = broken_sinusoid(solved)
+    cells_by_id(skip)["sinusoidal-test"]["metadata"]["tags"] = ["skip-execution"]
+    subs["skip-tag"] = skip
+    subs["input-transformer"] = replace(
+        broken_sinusoid(solved), "init", "INIT_TYPES = ('uniform', 'normal', 'xavier')",
+        "INIT_TYPES = ('uniform', 'normal', 'xavier')\n"
+        "get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'])")
+    subs["sigint-proof-loop"] = replace(
+        solved, "sinusoidal", "### BEGIN SOLUTION",
+        "### BEGIN SOLUTION\n    if max_seq_length == 50:\n        import signal\n"
+        "        signal.signal(signal.SIGINT, signal.SIG_IGN)\n        while True:\n            pass")
+    return subs
+
+
+# Runs inside the student's kernel (and in the second channel): tries to damage the course.
+_VANDALISM = '''
+import os as _os, glob as _glob, shutil as _shutil
+for _target in ["{course}/gradebook.db", "gradebook.db", "../../../gradebook.db"]:
+    try:
+        with open(_target, "w") as _f:
+            _f.write("overwritten by a student")
+    except OSError:
+        pass
+for _victim in _glob.glob("{submissions}/*") + _glob.glob("{course}/.work/*"):
+    if "vandal" not in _victim:
+        _shutil.rmtree(_victim, ignore_errors=True)
+'''
+
+
+def write_submissions(folder, release, source, students=None, paths=None):
+    "Write SUBMISSIONS/<student>/<notebook> for the chosen scenarios; returns the folder."
+    from pathlib import Path
+    folder = Path(folder)
+    paths = paths or {"course": str(folder.parent / "course"), "submissions": str(folder)}
+    subs = build(release, source, paths)
+    for student in students or subs:
+        dest = folder / student / "11_embeddings.ipynb"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(json.dumps(subs[student], indent=1))
+    return folder
+
+
+if __name__ == "__main__":
+    # python tests/course_scenarios.py OUT_DIR: example submissions for `tinytorch grade 11 OUT_DIR/submissions`
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from tinytorch.course.assignments import release as make_release
+
+    out = Path(sys.argv[1]).resolve()
+    nbs = Path(__file__).resolve().parents[1] / "nbs"
+    with tempfile.TemporaryDirectory() as tmp:
+        released = json.loads(make_release(11, nbs, tmp).read_text())
+    source = json.loads((nbs / "11_embeddings.ipynb").read_text())
+    print(write_submissions(out / "submissions", released, source))

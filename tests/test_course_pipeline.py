@@ -1,0 +1,220 @@
+"""The course pipeline end to end, with real nbgrader: release, student self-test, and grading of a
+class of generated submissions that covers the failure modes of stock nbgrader (README: instructor guide)."""
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("nbgrader")
+
+from course_scenarios import build, solve, write_submissions  # noqa: E402
+from tinytorch.course.assignments import (  # noqa: E402
+    check_metadata, find_leaks, graded_parts, notebook_text, release, run_notebook_tests, secret_lines,
+)
+from tinytorch.course.grading import grade, isolation_level  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NBS = ROOT / "nbs"
+SOURCE = NBS / "11_embeddings.ipynb"
+CELL_TIMEOUT, WALL_SECONDS = 10, 60
+TESTS = {gid: pts for gid, kind, pts in graded_parts(SOURCE) if kind == "test"}
+FULL = sum(TESTS.values())
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    path = release(11, NBS, tmp_path_factory.mktemp("release"), cell_timeout=CELL_TIMEOUT)
+    return json.loads(path.read_text()), path
+
+
+@pytest.fixture(scope="module")
+def source():
+    return json.loads(SOURCE.read_text())
+
+
+def _kernels():
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if "ipykernel" in line}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, released, source):
+    base = tmp_path_factory.mktemp("class")
+    subs_dir, course = base / "submissions", base / "course"
+    write_submissions(subs_dir, released[0], source, paths={"course": str(course), "submissions": str(subs_dir)})
+    before = _kernels()
+    results, csv_path = grade(11, subs_dir, NBS, course, jobs=2, cell_timeout=CELL_TIMEOUT, wall_seconds=WALL_SECONDS,
+                              log=lambda *a: None)
+    leftover = _kernels() - before
+    rows = list(csv.DictReader(open(csv_path)))
+    return {"results": {r.student: r for r in results}, "rows": rows, "course": course, "leftover": leftover,
+            "subs_dir": subs_dir}
+
+
+def points(graded, student):
+    return {r["part"]: float(r["points"]) for r in graded["rows"] if r["student"] == student and r["kind"] == "test"}
+
+
+def statuses(graded, student):
+    return {r["status"] for r in graded["rows"] if r["student"] == student and r["kind"] == "test"}
+
+
+def all_but(lost):
+    return {gid: (0.0 if gid in lost else pts) for gid, pts in TESTS.items()}
+
+
+# ------------------------------------------------------------------ metadata and release
+
+def test_committed_metadata_matches_markers():
+    for nb in sorted(NBS.glob("[0-9][0-9]_*.ipynb")):
+        assert check_metadata(nb) == [], f"{nb.name}: run `tinytorch metadata`"
+
+
+def test_release_has_no_solutions_or_hidden_tests(released):
+    nb, path = released
+    secrets = secret_lines(SOURCE)
+    assert len(secrets) > 50
+    assert find_leaks(secrets, notebook_text(path)) == []
+    text = notebook_text(path)
+    assert "BEGIN HIDDEN TESTS" not in text and "### BEGIN SOLUTION" not in text
+    solution_cells = [c for c in json.loads(SOURCE.read_text())["cells"]
+                      if (c["metadata"].get("nbgrader") or {}).get("solution") and c["cell_type"] == "code"]
+    assert text.count("raise NotImplementedError()") == len(solution_cells) == 8
+
+
+def test_release_fails_every_visible_test_and_reference_passes(released, source, tmp_path):
+    report = run_notebook_tests(released[1], timeout=60)
+    assert report["parts"] and report["points"] == 0
+    assert all("NotImplementedError" in p["error"] for p in report["parts"]), report["parts"]
+    solved = tmp_path / "11_embeddings.ipynb"
+    solved.write_text(json.dumps(solve(released[0], source)))
+    report = run_notebook_tests(solved, timeout=60)
+    assert report["points"] == FULL, report
+
+
+def test_cli_test_command_reports_parts(released):
+    cli = Path(sys.executable).parent / "tinytorch"       # the console script from pyproject.toml
+    out = subprocess.run([cli, "test", "11", "--notebook", str(released[1])], capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "FAIL  test_as_token_ids" in out.stdout and f"Total: 0/{FULL:g}" in out.stdout, out.stdout
+
+
+# ------------------------------------------------------------------ grading scenarios (issue table)
+
+def test_reference_gets_full_marks_and_agrees(graded):
+    assert points(graded, "reference") == TESTS
+    assert statuses(graded, "reference") == {"graded"}
+    rows = [r for r in graded["rows"] if r["student"] == "reference" and r["kind"] == "test"]
+    assert all(r["second_channel_points"] == r["points"] for r in rows)
+    answers = [r for r in graded["rows"] if r["student"] == "reference" and r["kind"] == "answer"]
+    assert len(answers) == 3 and {r["status"] for r in answers} == {"needs manual grading"}
+
+
+def test_reference_test_cells_print_nothing_to_stderr(graded):
+    nb = json.loads(graded["results"]["reference"].autograded.read_text())
+    for cell in nb["cells"]:
+        if (cell["metadata"].get("nbgrader") or {}).get("grade") and cell["cell_type"] == "code":
+            assert not [o for o in cell["outputs"] if o.get("name") == "stderr"], cell["metadata"]["nbgrader"]["grade_id"]
+
+
+def test_untouched_release_scores_zero(graded):
+    assert points(graded, "untouched") == all_but(TESTS)
+
+
+def test_one_broken_function_loses_exactly_its_part(graded):
+    assert points(graded, "broken-sinusoid") == all_but({"test_sinusoidal_table"})
+    broken = points(graded, "broken-backward")
+    assert broken["test_scatter_add_rows"] == 0 and broken["test_embedding_backward"] == 0
+    assert broken["test_as_token_ids"] == TESTS["test_as_token_ids"]
+    assert broken["test_sinusoidal_table"] == TESTS["test_sinusoidal_table"]
+
+
+def test_locked_test_edited_to_pass_is_graded_by_the_original(graded):
+    assert points(graded, "test-edited-to-pass") == all_but({"test_sinusoidal_table"})
+
+
+def test_infinite_loop_times_out_one_part(graded):
+    assert points(graded, "infinite-loop") == all_but({"test_sinusoidal_table"})
+    assert graded["results"]["infinite-loop"].failure is None
+
+
+def test_syntax_error_zeroes_dependent_parts_with_a_clear_message(graded):
+    got = points(graded, "syntax-error")
+    assert got["test_init_embedding_table"] == 0 and got["test_embedding_forward"] == 0
+    assert got["test_as_token_ids"] == TESTS["test_as_token_ids"]
+    assert got["test_sinusoidal_table"] == TESTS["test_sinusoidal_table"]
+    feedback = graded["results"]["syntax-error"].feedback.read_text()
+    assert "SyntaxError" in feedback
+
+
+def test_stripped_metadata_is_flagged_and_still_graded(graded):
+    assert statuses(graded, "metadata-stripped") == {"flagged"}
+    assert "stripped" in " ".join(graded["results"]["metadata-stripped"].flags)
+    assert points(graded, "metadata-stripped") == TESTS
+
+
+def test_duplicated_cell_is_flagged_and_graded(graded):
+    r = graded["results"]["duplicated-cell"]
+    assert r.failure is None and any("more than once" in f for f in r.flags), r.flags
+    assert points(graded, "duplicated-cell") == TESTS
+
+
+def test_skip_tag_cannot_skip_a_test(graded):
+    r = graded["results"]["skip-tag"]
+    assert points(graded, "skip-tag")["test_sinusoidal_table"] == 0
+    assert any("skip" in f for f in r.flags), r.flags
+
+
+def test_input_transformer_is_caught_by_the_second_channel(graded):
+    r = graded["results"]["input-transformer"]
+    assert any("disagrees" in f for f in r.flags), r.flags
+    rows = {x["part"]: x for x in graded["rows"] if x["student"] == "input-transformer" and x["kind"] == "test"}
+    assert rows["test_sinusoidal_table"]["second_channel_points"] == "0"
+    assert {x["status"] for x in rows.values()} == {"flagged"}
+
+
+def test_sigint_proof_loop_is_killed_and_batch_goes_on(graded):
+    r = graded["results"]["sigint-proof-loop"]
+    assert r.failure and "wall-clock" in r.failure, r.failure
+    assert statuses(graded, "sigint-proof-loop") == {"failed"}
+    assert graded["leftover"] == set(), f"kernels left running: {graded['leftover']}"
+
+
+def test_vandal_cannot_change_other_grades(graded):
+    assert points(graded, "reference") == TESTS and points(graded, "untouched") == all_but(TESTS)
+    assert points(graded, "vandal") == TESTS
+    assert graded["course"].joinpath("gradebook.db").read_bytes()[:15] == b"SQLite format 3"
+    if isolation_level() != "full":
+        assert graded["results"]["vandal"].flags, "without full isolation the damage must be detected"
+
+
+def test_master_gradebook_has_every_student(graded):
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{graded['course'] / 'gradebook.db'}", "tinytorch") as gb:
+        assert {s.id for s in gb.students} == set(graded["results"])
+        sub = gb.find_submission("11_embeddings", "reference")
+        assert sub.score == FULL and sub.needs_manual_grade
+
+
+def test_feedback_never_shows_hidden_tests(graded):
+    import html
+    hidden = secret_lines(SOURCE, solutions=False)
+    for r in graded["results"].values():
+        if r.feedback:
+            assert find_leaks(hidden, html.unescape(r.feedback.read_text())) == [], r.student
+    assert graded["results"]["reference"].feedback is not None
+
+
+def test_jobs_1_gives_the_same_grades_as_jobs_2(graded, released, source, tmp_path):
+    students = ["reference", "untouched", "broken-sinusoid", "broken-backward", "test-edited-to-pass",
+                "infinite-loop", "syntax-error", "metadata-stripped", "duplicated-cell", "skip-tag"]
+    subs_dir = write_submissions(tmp_path / "submissions", released[0], source, students)
+    results, csv_path = grade(11, subs_dir, NBS, tmp_path / "course", jobs=1, cell_timeout=CELL_TIMEOUT,
+                              wall_seconds=WALL_SECONDS, log=lambda *a: None)
+    again = [(r["student"], r["part"], r["points"], r["status"]) for r in csv.DictReader(open(csv_path))]
+    first = [(r["student"], r["part"], r["points"], r["status"]) for r in graded["rows"] if r["student"] in students]
+    assert sorted(again) == sorted(first)

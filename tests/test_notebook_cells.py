@@ -1,0 +1,36 @@
+"""Every notebook's non-exported code cells, run in order against the exported package.
+
+One item per cell, named `<notebook>::<test function | grade_id | cell[id]>`.
+"""
+from pathlib import Path
+
+import pytest
+
+from tinytorch.course.nbtests import NotebookRun, check_exports
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _notebooks(config):
+    folder = Path(config.getoption("--nbs-dir") or ROOT / "nbs")
+    return sorted(folder.glob("[0-9]*.ipynb"))
+
+
+def pytest_generate_tests(metafunc):
+    notebooks = _notebooks(metafunc.config)
+    if "notebook_cell" in metafunc.fixturenames:
+        runs = [NotebookRun(nb) for nb in notebooks]
+        params = [pytest.param((run, cell), id=f"{run.path.stem}::{cell.name}")
+                  for run in runs for cell in run.runnable_cells]
+        metafunc.parametrize("notebook_cell", params)
+    if "notebook" in metafunc.fixturenames:
+        metafunc.parametrize("notebook", notebooks, ids=[nb.stem for nb in notebooks])
+
+
+def test_notebook_cell(notebook_cell):
+    run, cell = notebook_cell
+    run.run_cell(cell)
+
+
+def test_exported_names_are_in_all(notebook):
+    assert check_exports(notebook) == []
