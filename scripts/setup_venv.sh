@@ -5,11 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
-PYTHON=${PYTHON:-python3}
+# Prefer the system Python: `tinytorch grade` runs each student's kernel as an unprivileged user, who
+# must be able to execute the venv's interpreter (a Python under /root, e.g. pyenv's, can't be).
+if [ -z "${PYTHON:-}" ]; then
+  PYTHON=python3
+  if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+    PYTHON=/usr/bin/python3
+  fi
+fi
 if [ ! -x "$VENV/bin/python" ]; then
   echo "creating virtual environment $VENV" >&2
   "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --upgrade pip >&2
+  "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" >&2 || true
 fi
 spec="."
 [ -n "${1:-}" ] && spec=".[$1]"

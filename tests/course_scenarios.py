@@ -94,7 +94,7 @@ for _target in ["{course}/gradebook.db", "gradebook.db", "../../../gradebook.db"
             _f.write("overwritten by a student")
     except OSError:
         pass
-for _victim in _glob.glob("{submissions}/*") + _glob.glob("{course}/.work/*"):
+for _victim in _glob.glob("{submissions}/*") + _glob.glob("/tmp/tinytorch-grading-*/*"):
     if "vandal" not in _victim:
         _shutil.rmtree(_victim, ignore_errors=True)
 '''

@@ -377,10 +377,12 @@ def prepare(module, nbs_dir, course_dir, cell_timeout: int = 30, wall_seconds: f
     for folder, run in zip((course_dir, template), runs):
         if run.returncode != 0:
             raise RuntimeError(f"nbgrader generate_assignment failed in {folder}:\n{run.stderr[-2000:]}")
-    work_root = course_dir / '.work'
-    work_root.mkdir(exist_ok=True)
-    os.chmod(work_root, 0o711)     # graders may enter their own folder, but not list the others
-    return GradingSetup(source.stem, source, _default_exp(source), course_dir / '.template', work_root,
+    # In /tmp, which every user can traverse (a course folder under a private home could not be):
+    # graders may enter their own folder (mode 700, their own uid) but not list the others.
+    work_root = Path(tempfile.mkdtemp(prefix='tinytorch-grading-'))
+    os.chmod(work_root, 0o711)
+    frozen = course_dir / 'source' / source.stem / source.name   # the copy this whole run grades against
+    return GradingSetup(source.stem, frozen, _default_exp(frozen), template, work_root,
                         cell_timeout, wall_seconds, isolate)
 
 def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResult):
@@ -536,6 +538,7 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
             log(f"  {r.student:<20} {r.points:6g}/{r.max_points:<6g} {status:<8} {r.seconds:5.1f} s"
                 + (f"  {r.failure or '; '.join(r.flags)}" if (r.failure or r.flags) else ''))
             results.append(r)
+    shutil.rmtree(setup.work_root, ignore_errors=True)
     csv_path = write_grades_csv(results, course_dir / f'grades_{setup.assignment}.csv')
     log(f"grades: {csv_path}")
     return results, csv_path
