@@ -61,7 +61,11 @@ def _nbs_dir(value) -> Path:
     return Path('nbs') if Path('nbs').is_dir() else Path('.')
 
 def cmd_release(args) -> int:
-    from tinytorch.course.assignments import release
+    from tinytorch.course.assignments import build_workspace, release
+    if args.workspace:
+        path = build_workspace(args.module, _nbs_dir(args.nbs), args.workspace, cell_timeout=args.cell_timeout)
+        print(f"student workspace written: {path} (give students this folder; see its README.md)")
+        return 0
     path = release(args.module, _nbs_dir(args.nbs), args.to, cell_timeout=args.cell_timeout)
     print(f"student notebook written: {path}")
     return 0
@@ -116,9 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser('demo', help="train a tiny model on real text, end to end")
     p.add_argument('--steps', type=_positive_int, default=60)
     p.add_argument('--seed', type=int, default=0)
-    p.set_defaults(func=lambda a: demo(steps=a.steps, seed=a.seed) and 0)
+    p.set_defaults(func=lambda a: demo(steps=a.steps, seed=a.seed) and 0)   # demo returns its summary dict
     p = sub.add_parser('release', help="write the student version of a module's notebook")
     p.add_argument('module'); p.add_argument('--to', default='release')
+    p.add_argument('--workspace', metavar='DIR', help="write a complete student workspace folder instead")
     p.add_argument('--nbs'); p.add_argument('--cell-timeout', type=_positive_int, default=30)
     p.set_defaults(func=cmd_release)
     p = sub.add_parser('test', help="run the graded tests of your own notebook")
@@ -141,6 +146,6 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0
-    except (FileNotFoundError, ValueError, RuntimeError) as e:
+    except (FileNotFoundError, FileExistsError, ValueError, RuntimeError) as e:
         print(f"tinytorch {args.command}: {e}", file=sys.stderr)
         return 2

@@ -18,10 +18,11 @@ from pathlib import Path
 from .nbtests import parse_directives, _TEST_FUNC
 
 # %% auto #0
-__all__ = ['BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'SKIP_TAG', 'NBGRADER_CONFIG', 'MarkerError',
-           'cell_role', 'nbgrader_metadata', 'expected_metadata', 'sync_metadata', 'graded_parts', 'find_notebook',
-           'graded_notebooks', 'check_metadata', 'write_course', 'tool_env', 'run_nbgrader', 'secret_lines',
-           'notebook_text', 'find_leaks', 'release', 'run_notebook_tests', 'format_report']
+__all__ = ['BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'SKIP_TAG', 'NBGRADER_CONFIG', 'WORKSPACE_PYPROJECT',
+           'WORKSPACE_README', 'WORKSPACE_TOOLING', 'MarkerError', 'cell_role', 'nbgrader_metadata',
+           'expected_metadata', 'sync_metadata', 'graded_parts', 'find_notebook', 'graded_notebooks', 'check_metadata',
+           'write_course', 'tool_env', 'run_nbgrader', 'secret_lines', 'notebook_text', 'find_leaks', 'release',
+           'run_notebook_tests', 'format_report', 'workspace_leaks', 'build_workspace']
 
 # %% ../../nbs/91_assignments.ipynb #markers
 BEGIN_SOLUTION, END_SOLUTION = '### BEGIN SOLUTION', '### END SOLUTION'
@@ -319,3 +320,118 @@ def format_report(report: dict) -> str:
     lines.append(f"Total: {report['points']:g}/{report['max_points']:g} points from the tests in this notebook"
                  " (hidden tests and written answers are graded by your instructor)")
     return '\n'.join(lines)
+
+# %% ../../nbs/91_assignments.ipynb #workspace
+WORKSPACE_PYPROJECT = '''\
+[build-system]
+requires = ["setuptools>=77"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "tinytorch"
+dynamic = ["version"]
+description = "tinytorch student workspace: module {module}"
+requires-python = ">=3.10"
+dependencies = ["numpy>=1.24", "nbdev>=3.0", "jupyterlab", "nbclient", "ipykernel", "matplotlib>=3.7"]
+
+[project.scripts]
+tinytorch = "tinytorch.cli:main"
+
+[project.entry-points.nbdev]
+tinytorch = "tinytorch._modidx:d"
+
+[tool.setuptools.dynamic]
+version = {{attr = "tinytorch.__version__"}}
+
+[tool.setuptools.packages.find]
+include = ["tinytorch*"]
+
+[tool.nbdev]
+lib_path = "tinytorch"
+nbs_path = "nbs"
+title = "tinytorch workspace"
+allowed_cell_metadata_keys = ["nbgrader", "deletable", "editable"]
+jupyter_hooks = false
+'''
+
+WORKSPACE_README = '''\
+# tinytorch — your workspace for module {module}: {title}
+
+Everything you need is here; nothing here contains the solutions.
+
+1. Install once (a virtual environment is a good idea):
+   `python3 -m venv .venv && .venv/bin/pip install -e .`
+2. Open `nbs/{notebook}` in Jupyter Lab (`.venv/bin/jupyter lab`) and read it top to bottom.
+   Implement every cell that says `raise NotImplementedError()`; the test cell after it tells
+   you what is wrong.
+3. Check your work at any time from this folder: `.venv/bin/tinytorch test {module}`.
+   It runs your notebook in a fresh kernel and lists every graded part with its points.
+   Hidden tests and the written answers are graded by your instructor later.
+4. To use your code as a library (`from tinytorch.core.{modname} import Embedding`), run
+   `.venv/bin/nbdev-export` after editing the notebook.
+5. Submit `nbs/{notebook}`, and only that file.
+
+The other notebooks in `nbs/` (tensor, nn, tokenization) are earlier modules, given complete.
+'''
+
+WORKSPACE_TOOLING = ('90_nbtests', '91_assignments', '92_cli')
+
+def _strip_hidden_tests(nb: dict) -> dict:
+    "A copy of `nb` whose code cells have no hidden-test blocks."
+    nb = copy.deepcopy(nb)
+    for cell in nb['cells']:
+        lines, hidden = [], False
+        for line in _source(cell).splitlines(keepends=True):
+            if line.strip() == BEGIN_HIDDEN: hidden = True
+            elif line.strip() == END_HIDDEN: hidden = False
+            elif not hidden: lines.append(line)
+        cell['source'] = ''.join(lines)
+    return nb
+
+def workspace_leaks(folder, secrets: set) -> list:
+    "(file, line) for every secret line found in any file under `folder` (notebooks read as text)."
+    hits = []
+    for path in sorted(Path(folder).rglob('*')):
+        if not path.is_file() or '__pycache__' in path.parts:
+            continue
+        try:
+            text = notebook_text(path) if path.suffix == '.ipynb' else path.read_text(encoding='utf-8')
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError):
+            continue
+        hits += [(str(path), s) for s in find_leaks(secrets, text)]
+    return hits
+
+def build_workspace(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
+    "Write a student workspace for `module` into `dest` (which must not exist or be empty)."
+    from tinytorch.course.nbtests import read_notebook
+    nbs_dir, dest = Path(nbs_dir), Path(dest)
+    if dest.exists() and any(dest.iterdir()):
+        raise FileExistsError(f"{dest} is not empty; choose a new folder for the workspace")
+    source = find_notebook(module, nbs_dir)
+    number = source.name[:2]
+    (dest / 'nbs').mkdir(parents=True, exist_ok=True)
+    release(module, nbs_dir, dest / 'nbs', cell_timeout)
+    given = [p for p in sorted(nbs_dir.glob('[0-9][0-9]_*.ipynb')) if p.name[:2] < number]
+    given += [nbs_dir / f'{stem}.ipynb' for stem in WORKSPACE_TOOLING]
+    for nb_path in given:
+        nb = json.loads(nb_path.read_text(encoding='utf-8'))
+        (dest / 'nbs' / nb_path.name).write_text(json.dumps(_strip_hidden_tests(nb), indent=1, ensure_ascii=False) + '\n')
+    default_exp, _ = read_notebook(source)
+    title = source.stem.split('_', 1)[1].replace('_', ' ').title()
+    (dest / 'pyproject.toml').write_text(WORKSPACE_PYPROJECT.format(module=int(number)))
+    (dest / 'README.md').write_text(WORKSPACE_README.format(module=int(number), title=title, notebook=source.name,
+                                                            modname=default_exp.split('.')[-1]))
+    (dest / '.gitignore').write_text('.venv/\n__pycache__/\n*.egg-info/\n.ipynb_checkpoints/\n_docs/\n')
+    (dest / 'tinytorch').mkdir(exist_ok=True)
+    (dest / 'tinytorch' / '__init__.py').write_text('__version__ = "0.1.0"\n')
+    export = subprocess.run([str(Path(sys.executable).parent / 'nbdev-export')], cwd=dest, capture_output=True,
+                            text=True, env=tool_env())
+    if export.returncode != 0:
+        raise RuntimeError(f"nbdev-export failed in the workspace:\n{export.stderr[-2000:]}")
+    secrets = secret_lines(source) | set().union(*(secret_lines(p, solutions=False) for p in given))
+    given_text = '\n'.join(notebook_text(dest / 'nbs' / p.name) for p in given)
+    secrets = {s for s in secrets if s not in given_text}    # lines the earlier modules show anyway
+    leaks = workspace_leaks(dest, secrets)
+    if leaks:
+        raise RuntimeError(f"the workspace contains solution or hidden-test lines: {leaks[:3]}")
+    return dest

@@ -1,0 +1,78 @@
+"""The student workspace (`tinytorch release 11 --workspace DIR`), installed into a fresh venv."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("nbgrader")
+
+from course_scenarios import solve  # noqa: E402
+from tinytorch.course.assignments import graded_parts, secret_lines, workspace_leaks  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "nbs" / "11_embeddings.ipynb"
+VISIBLE = sum(p for _, kind, p in graded_parts(SOURCE) if kind == "test")
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    base = tmp_path_factory.mktemp("student")
+    ws = base / "workspace"
+    cli = Path(sys.executable).parent / "tinytorch"
+    out = subprocess.run([cli, "release", "11", "--workspace", ws, "--nbs", ROOT / "nbs"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    pip = subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", "-e", ws], capture_output=True, text=True)
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    return ws, venv / "bin"
+
+
+def _run(bin_dir, *args, cwd):
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "MPLBACKEND": "Agg"}
+    return subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def test_workspace_imports_student_stubs(workspace):
+    ws, bin_dir = workspace
+    code = ("import tinytorch.core.embeddings as m, sys; print(m.__file__)\n"
+            "from tinytorch.core.embeddings import Embedding\n"
+            "try:\n    Embedding(10, 4)([1])\nexcept NotImplementedError:\n    print('stub')\n")
+    out = _run(bin_dir, bin_dir / "python", "-c", code, cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert str(ws) in out.stdout and "stub" in out.stdout, out.stdout
+
+
+def test_first_tinytorch_test_reports_zero(workspace):
+    ws, bin_dir = workspace
+    out = _run(bin_dir, bin_dir / "tinytorch", "test", "11", cwd=ws)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"Total: 0/{VISIBLE:g}" in out.stdout and "NotImplementedError" in out.stdout, out.stdout
+
+
+def test_nothing_in_the_workspace_leaks(workspace):
+    ws, _ = workspace
+    secrets = secret_lines(SOURCE)
+    assert len(secrets) > 50
+    assert workspace_leaks(ws, secrets) == []
+
+
+def test_filled_in_solutions_score_full_visible_points(workspace, tmp_path):
+    ws, bin_dir = workspace
+    student_nb = ws / "nbs" / "11_embeddings.ipynb"
+    original = student_nb.read_text()
+    try:
+        student_nb.write_text(json.dumps(solve(json.loads(original), json.loads(SOURCE.read_text()))))
+        assert _run(bin_dir, bin_dir / "nbdev-export", cwd=ws).returncode == 0
+        out = _run(bin_dir, bin_dir / "tinytorch", "test", "11", cwd=ws)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert f"Total: {VISIBLE:g}/{VISIBLE:g}" in out.stdout, out.stdout
+        works = _run(bin_dir, bin_dir / "python", "-c",
+                     "from tinytorch.core.embeddings import Embedding; print(Embedding(10, 4, seed=0)([1]).shape)", cwd="/")
+        assert works.stdout.strip() == "(1, 4)", works.stderr
+    finally:
+        student_nb.write_text(original)
+        _run(bin_dir, bin_dir / "nbdev-export", cwd=ws)
