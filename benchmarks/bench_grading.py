@@ -1,0 +1,85 @@
+"""Grading cost: seconds per submission for stock nbgrader (one shared batch) vs `tinytorch grade`
+(isolated, checked, graded twice) with --jobs 1 and --jobs 2.
+
+    .venv/bin/python benchmarks/bench_grading.py [--n 20]
+
+Submissions are generated from the real release (reference solutions, untouched releases and a
+broken function, in rotation). Prints a table; writes benchmarks/results/grading.json.
+"""
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from course_scenarios import build  # noqa: E402
+from tinytorch.course.assignments import release, run_nbgrader, write_course  # noqa: E402
+from tinytorch.course.grading import grade, isolation_level  # noqa: E402
+
+
+def make_submissions(folder: Path, n: int) -> list:
+    source = json.loads((ROOT / "nbs" / "11_embeddings.ipynb").read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        released = json.loads(release(11, ROOT / "nbs", tmp).read_text())
+    kinds = build(released, source, {"course": "/nonexistent", "submissions": "/nonexistent"})
+    rotation = ["reference", "untouched", "broken-sinusoid", "broken-backward"]
+    students = []
+    for i in range(n):
+        student = f"s{i:02d}-{rotation[i % len(rotation)]}"
+        dest = folder / student / "11_embeddings.ipynb"
+        dest.parent.mkdir(parents=True)
+        dest.write_text(json.dumps(kinds[rotation[i % len(rotation)]]))
+        students.append(student)
+    return students
+
+
+def stock_batch(submissions: Path, students: list, work: Path) -> float:
+    "Stock nbgrader: one course folder, one `nbgrader autograde` for the whole class."
+    course = write_course(work / "stock", [ROOT / "nbs" / "11_embeddings.ipynb"])
+    assert run_nbgrader(course, "generate_assignment", "11_embeddings", "--force").returncode == 0
+    for s in students:
+        dest = course / "submitted" / s / "11_embeddings"
+        dest.mkdir(parents=True)
+        shutil.copy(submissions / s / "11_embeddings.ipynb", dest)
+    start = time.perf_counter()
+    run = run_nbgrader(course, "autograde", "11_embeddings")
+    elapsed = time.perf_counter() - start
+    assert run.returncode == 0, run.stderr[-2000:]
+    return elapsed
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        students = make_submissions(work / "submissions", args.n)
+        rows = {"stock nbgrader, shared batch": stock_batch(work / "submissions", students, work)}
+        for jobs in (1, 2):
+            start = time.perf_counter()
+            results, _ = grade(11, work / "submissions", ROOT / "nbs", work / f"course-j{jobs}", jobs=jobs,
+                               log=lambda *a: None)
+            rows[f"tinytorch grade --jobs {jobs}"] = time.perf_counter() - start
+            assert not any(r.failure for r in results), [r.failure for r in results if r.failure]
+    n = args.n
+    print(f"grading {n} submissions of 11_embeddings; isolation level: {isolation_level()}")
+    print(f"{'run':<32} {'total s':>8} {'s/submission':>13}")
+    for name, seconds in rows.items():
+        print(f"{name:<32} {seconds:>8.1f} {seconds / n:>13.2f}")
+    j1, j2 = rows["tinytorch grade --jobs 1"], rows["tinytorch grade --jobs 2"]
+    stock = rows["stock nbgrader, shared batch"]
+    print(f"--jobs 2 speed-up over --jobs 1: {j1 / j2:.2f}x")
+    print(f"isolation + checks + second channel cost per submission vs stock: {(j1 - stock) / n:+.2f} s (--jobs 1)")
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "grading.json").write_text(json.dumps({"n": n, "seconds": rows, "isolation": isolation_level()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
