@@ -283,3 +283,264 @@ def test_training_moves_only_used_rows():
     SGD(layer.parameters, lr=1.0).step()
     changed = np.flatnonzero(np.any(layer.tokens.weight.data != before, axis=1))
     assert changed.tolist() == [3, 4, 5, 6]
+
+
+# ---------------------------------------------------------------- fast paths (issue #5)
+
+from tinytorch.core.embeddings import (  # noqa: E402
+    LearnedPositionalEmbedding as _LPE, PositionalEncoding as _PE, _add_positions)
+from tinytorch.core.nn import SGD, Adam  # noqa: E402
+from tinytorch.core.tensor import RowSparseGrad  # noqa: E402
+
+
+def _dense_reference(ids, g, vocab, pad=None):
+    "One-hot(ids)ᵀ @ g in float64, padding row zeroed: the definition of the table's gradient."
+    dim = g.shape[-1]
+    ref = one_hot(ids, vocab).T @ np.asarray(g, np.float64).reshape(-1, dim)
+    if pad is not None:
+        ref[pad] = 0
+    return ref
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint64])
+def test_validation_every_integer_dtype(dtype):
+    info = np.iinfo(dtype)
+    vocab = min(int(info.max), 300)
+    layer = Embedding(vocab, 3, seed=0)
+    ids = np.array([0, vocab - 1, 1], dtype)
+    np.testing.assert_array_equal(layer(ids).data, layer.weight.data[[0, vocab - 1, 1]])
+    with pytest.raises(TokenIdError, match=str(vocab)):
+        layer(np.array([1, vocab], dtype))
+    if info.min < 0:
+        with pytest.raises(TokenIdError, match="-1"):
+            layer(np.array([2, -1], dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_validation_small_signed_dtype_with_a_larger_vocab(dtype):
+    # viewed as unsigned, -1 is 255 (int8) or 65535 (int16): below such a vocab_size, so max() alone misses it
+    vocab = int(np.iinfo(dtype).max) * 2 + 10
+    with pytest.raises(TokenIdError, match="-1"):
+        as_token_ids(np.array([3, -1], dtype), vocab)
+    assert as_token_ids(np.array([3, 4], dtype), vocab).tolist() == [3, 4]
+
+
+def test_validation_allocates_nothing_and_forward_only_its_output():
+    import tracemalloc
+    layer = Embedding(5000, 64, seed=0)
+    ids = np.random.default_rng(0).integers(0, 5000, (16, 512))
+    layer(ids)                                            # warm caches
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    as_token_ids(ids, 5000)
+    validate_peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    out = layer(ids)
+    forward_peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    output = ids.size * 64 * 4
+    assert out.dtype == np.float32 and out.data.nbytes == output
+    assert validate_peak < 4096, f"validation allocated {validate_peak} bytes for {ids.nbytes} bytes of ids"
+    assert forward_peak < output + 16384, f"forward peak {forward_peak} bytes, output {output}"
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("pad", [None, 0, 4])
+def test_backward_duplicates_heavy_ids_padding(sparse, pad):
+    rng = np.random.default_rng(5)
+    # id 1 appears 40 times (the "heavy" path), 4 appears 30 times, others a few times, 7 once
+    ids = rng.permutation(np.r_[np.full(40, 1), np.full(30, 4), rng.integers(0, 9, 50), [7]]).reshape(11, 11)
+    g = rng.normal(size=ids.shape + (6,)).astype(np.float32)
+    layer = Embedding(9, 6, padding_idx=pad, seed=0, sparse=sparse)
+    layer(ids).backward(g)
+    grad = layer.weight.grad
+    assert isinstance(grad, RowSparseGrad) == sparse
+    dense = grad.to_dense() if sparse else grad
+    assert dense.dtype == np.float32
+    np.testing.assert_allclose(dense, _dense_reference(ids, g, 9, pad), rtol=1e-5, atol=1e-5)
+    if sparse:
+        expected = sorted(set(ids.ravel().tolist()) - {pad})
+        assert grad.indices.tolist() == expected
+
+
+def test_sum_rows_adds_in_occurrence_order_bit_for_bit():
+    rng = np.random.default_rng(9)
+    ids = rng.integers(0, 5, 300)                      # every id is heavy (> 16 repeats)
+    ids[:20] = 5 + np.arange(20) % 4                   # and some light ones with 5 repeats
+    rows = rng.normal(size=(300, 3)).astype(np.float32) * 1e3
+    unique, summed = sum_rows_by_id(ids, rows)
+    for u, s in zip(unique, summed):
+        acc = np.zeros(3, np.float32)
+        for r in rows[ids == u]:
+            acc = acc + r                               # float32, in the order the ids occurred
+        np.testing.assert_array_equal(s, acc)
+
+
+def test_empty_input_backward():
+    for sparse in (False, True):
+        layer = Embedding(5, 2, padding_idx=1, seed=0, sparse=sparse)
+        out = layer(np.zeros((3, 0), np.int64))
+        out.backward(np.zeros((3, 0, 2), np.float32))
+        grad = layer.weight.grad
+        dense = grad.to_dense() if sparse else grad
+        assert dense.shape == (5, 2) and not dense.any()
+    layer = Embedding(5, 2, padding_idx=1, seed=0, sparse=True)
+    layer([1, 1]).backward(np.ones((2, 2), np.float32))   # only padding: no rows at all
+    assert layer.weight.grad.indices.size == 0
+
+
+def test_sparse_grads_accumulate_over_two_backward_calls():
+    rng = np.random.default_rng(1)
+    layer = Embedding(20, 4, padding_idx=3, seed=0, sparse=True)
+    a, b = rng.integers(0, 20, (3, 7)), rng.integers(0, 20, (5,))
+    ga, gb = rng.normal(size=(3, 7, 4)).astype(np.float32), rng.normal(size=(5, 4)).astype(np.float32)
+    layer(a).backward(ga)
+    np.testing.assert_allclose(layer.weight.grad.to_dense(), _dense_reference(a, ga, 20, 3), rtol=1e-5, atol=1e-6)
+    layer(b).backward(gb)
+    grad = layer.weight.grad
+    assert isinstance(grad, RowSparseGrad)
+    expected = _dense_reference(a, ga, 20, 3) + _dense_reference(b, gb, 20, 3)
+    np.testing.assert_allclose(grad.to_dense(), expected, rtol=1e-5, atol=1e-6)
+    assert grad.indices.tolist() == sorted(set(a.ravel()) | set(b.ravel()) - {3})
+
+
+def test_dense_grads_accumulate_in_place_over_two_backward_calls():
+    rng = np.random.default_rng(2)
+    layer = Embedding(20, 4, seed=0)
+    a = rng.integers(0, 20, 30)
+    g = rng.normal(size=(30, 4)).astype(np.float32)
+    layer(a).backward(g)
+    held = layer.weight.grad
+    layer(a).backward(g)
+    assert layer.weight.grad is held, "a row-sparse contribution is added into the existing array"
+    np.testing.assert_allclose(held, 2 * _dense_reference(a, g, 20), rtol=1e-5, atol=1e-5)
+
+
+def test_tied_weight_and_dense_use_combine_exactly():
+    rng = np.random.default_rng(3)
+    first = Embedding(10, 3, seed=0, sparse=True)
+    second = Embedding.from_pretrained(first.weight.data, freeze=False, sparse=True)
+    second.weight = first.weight                         # one table used by two lookups
+    a, b = rng.integers(0, 10, 8), rng.integers(0, 10, 6)
+    ga, gb = rng.normal(size=(8, 3)).astype(np.float32), rng.normal(size=(6, 3)).astype(np.float32)
+    (first(a) * Tensor(ga)).sum().__add__((second(b) * Tensor(gb)).sum()).backward()
+    assert isinstance(first.weight.grad, RowSparseGrad)
+    np.testing.assert_allclose(first.weight.grad.to_dense(), _dense_reference(a, ga, 10) + _dense_reference(b, gb, 10),
+                               rtol=1e-5, atol=1e-6)
+    # the same table also used densely: the gradients meet in the graph and become one dense array
+    for dense_first in (False, True):                    # the two gradients meet in either order
+        first.weight.grad = None
+        lookup, dense_use = (first(a) * Tensor(ga)).sum(), (first.weight * 2.0).sum()
+        (dense_use + lookup if dense_first else lookup + dense_use).backward()
+        assert isinstance(first.weight.grad, np.ndarray)
+        np.testing.assert_allclose(first.weight.grad, _dense_reference(a, ga, 10) + 2.0, rtol=1e-5, atol=1e-6)
+
+
+def test_weight_that_is_not_a_leaf_gets_a_dense_gradient():
+    base = Tensor(np.random.default_rng(4).normal(size=(6, 2)), requires_grad=True)
+    layer = Embedding(6, 2, seed=0, sparse=True)
+    layer.weight = base * 3.0                            # an intermediate tensor, not a leaf
+    ids = np.array([1, 1, 5])
+    layer(ids).backward(np.ones((3, 2), np.float32))
+    assert isinstance(base.grad, np.ndarray)
+    np.testing.assert_allclose(base.grad, 3.0 * _dense_reference(ids, np.ones((3, 2)), 6))
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_sgd_sparse_updates_equal_dense_updates(momentum):
+    rng = np.random.default_rng(6)
+    dense, sparse = Embedding(30, 5, padding_idx=0, seed=0), Embedding(30, 5, padding_idx=0, seed=0, sparse=True)
+    opt_d, opt_s = SGD(dense.parameters, lr=0.3, momentum=momentum), SGD(sparse.parameters, lr=0.3, momentum=momentum)
+    for step in range(4):
+        ids = rng.integers(0, 30 if step % 2 else 8, (4, 6))     # alternate: some rows untouched for a while
+        g = rng.normal(size=(4, 6, 5)).astype(np.float32)
+        for layer, opt in ((dense, opt_d), (sparse, opt_s)):
+            opt.zero_grad()
+            layer(ids).backward(g)
+            opt.step()
+        np.testing.assert_array_equal(dense.weight.data, sparse.weight.data)
+    assert isinstance(sparse.weight.grad, RowSparseGrad)
+
+
+def test_lazy_adam_moves_only_touched_rows():
+    rng = np.random.default_rng(7)
+    dense, sparse = Embedding(12, 3, seed=0), Embedding(12, 3, seed=0, sparse=True)
+    opt_d, opt_s = Adam(dense.parameters, lr=0.1), Adam(sparse.parameters, lr=0.1)
+    steps = [np.array([1, 2, 2]), np.array([2, 5])]
+    for ids in steps:
+        g = rng.normal(size=(len(ids), 3)).astype(np.float32)
+        before = sparse.weight.data.copy()
+        for layer, opt in ((dense, opt_d), (sparse, opt_s)):
+            opt.zero_grad()
+            layer(ids).backward(g)
+            opt.step()
+        moved = np.flatnonzero(np.any(sparse.weight.data != before, axis=1))
+        assert moved.tolist() == sorted(set(ids.tolist())), moved
+    s = opt_s.state[0]
+    assert s['t'] == 2 and np.all(s['m'][[0, 3, 4, 6]] == 0), "untouched rows keep zero moments"
+    # dense Adam keeps moving row 1 on momentum at step 2; lazy Adam does not
+    assert not np.array_equal(dense.weight.data[1], sparse.weight.data[1])
+
+
+def test_lazy_adam_first_step_equals_dense_adam():
+    rng = np.random.default_rng(8)
+    ids, g = np.array([3, 0, 3, 9]), rng.normal(size=(4, 2)).astype(np.float32)
+    results = []
+    for sparse in (False, True):
+        layer = Embedding(10, 2, seed=1, sparse=sparse)
+        opt = Adam(layer.parameters, lr=0.05)
+        layer(ids).backward(g)
+        opt.step()
+        results.append(layer.weight.data.copy())
+    np.testing.assert_array_equal(*results)
+
+
+def test_sparse_training_builds_no_table_sized_array():
+    import tracemalloc
+    vocab, dim = 20_000, 256                             # a 20 MiB table
+    ids = np.random.default_rng(0).integers(0, vocab, (4, 64))
+    g = np.ones(ids.shape + (dim,), np.float32)
+    peaks = {}
+    for sparse in (False, True):
+        layer = TokenPositionEmbedding(vocab, dim, max_seq_length=64, seed=0, sparse=sparse)
+        opt = SGD(layer.parameters, lr=0.1)
+        layer(ids).backward(g); opt.step(); opt.zero_grad()   # warm up
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        layer(ids).backward(g)
+        opt.step()
+        peaks[sparse] = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.stop()
+    table = vocab * dim * 4
+    assert peaks[True] < table / 10, f"sparse step peaked at {peaks[True] / 2**20:.1f} MiB"
+    # the dense gradient itself is one table; SGD's slices add at most 4 MiB; a hidden copy would add a table
+    assert peaks[False] < table + 6 * 2**20, f"dense step peaked at {peaks[False] / 2**20:.1f} MiB: a hidden table copy"
+
+
+def test_inplace_positions_match_out_of_place_and_keep_gradients():
+    rng = np.random.default_rng(10)
+    x = rng.normal(size=(2, 5, 4)).astype(np.float32)
+    pe = _PE(4, 8)
+    np.testing.assert_array_equal(pe(Tensor(x.copy()), inplace=True).data, pe(Tensor(x)).data)
+    with pytest.raises(ValueError, match="leaf"):
+        pe(Tensor(x, requires_grad=True), inplace=True)
+    lpe = _LPE(8, 4, seed=0)
+    g = rng.normal(size=(2, 5, 4)).astype(np.float32)
+    for inplace in (False, True):
+        lpe.position_embedding.weight.grad = None
+        w = Tensor(x.copy(), requires_grad=True)
+        y = lpe(w * 1.0, inplace=inplace)
+        y.backward(g)
+        np.testing.assert_array_equal(w.grad, g)
+        np.testing.assert_allclose(lpe.position_embedding.weight.grad[:5], g.sum(axis=0), rtol=1e-6)
+        assert not lpe.position_embedding.weight.grad[5:].any()
+
+
+def test_token_position_layer_adds_positions_into_the_lookup_output():
+    layer = TokenPositionEmbedding(10, 4, max_seq_length=6, seed=0)
+    ids = np.array([[1, 2, 3]])
+    out = layer(ids)
+    token_node = out._parents[0]
+    assert out.data is token_node.data, "positions are added into the lookup's own array"
+    np.testing.assert_allclose(out.data, layer.tokens.weight.data[ids] + sinusoidal_table(6, 4)[:3], rtol=1e-6)

@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 
@@ -64,3 +66,66 @@ def test_optimizer_skips_params_without_grad():
 def test_optimizer_rejects_bad_arguments(make, pattern):
     with pytest.raises((ValueError, TypeError), match=pattern):
         make(Tensor([1.0], requires_grad=True))
+
+
+# ---------------------------------------------------------------- sliced dense updates, row-sparse updates
+
+from tinytorch.core.nn import _row_blocks  # noqa: E402
+from tinytorch.core.tensor import RowSparseGrad  # noqa: E402
+
+
+def test_sliced_dense_updates_equal_whole_array_formulas():
+    rng = np.random.default_rng(0)
+    shape = (2500, 1000)                                    # 10 MB: three slices
+    assert len(_row_blocks(np.empty(shape, np.float32))) == 3
+    p0 = rng.normal(size=shape).astype(np.float32)
+    g1, g2 = (rng.normal(size=shape).astype(np.float32) for _ in range(2))
+    p = Tensor(p0.copy(), requires_grad=True)
+    opt = SGD([p], lr=0.1, momentum=0.5)
+    v = np.zeros_like(p0)
+    expected = p0.copy()
+    for g in (g1, g2):
+        p.grad = g
+        opt.step()
+        v = v * np.float32(0.5) + g
+        expected -= np.asarray(0.1 * v, np.float32)
+    np.testing.assert_array_equal(p.data, expected)
+    q = Tensor(p0.copy(), requires_grad=True)
+    adam = Adam([q], lr=0.01)
+    m, s = np.zeros_like(p0), np.zeros_like(p0)
+    expected = p0.copy()
+    for t, g in enumerate((g1, g2), start=1):
+        q.grad = g
+        adam.step()
+        m *= 0.9; m += (1 - 0.9) * g
+        s *= 0.999; s += (1 - 0.999) * g * g
+        step = 0.01 * math.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+        expected -= (step * m / (np.sqrt(s) + 1e-8)).astype(np.float32)
+    np.testing.assert_array_equal(q.data, expected)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.8])
+def test_sgd_row_sparse_step_equals_dense_step(momentum):
+    rng = np.random.default_rng(1)
+    p0 = rng.normal(size=(8, 3)).astype(np.float32)
+    dense, sparse = Tensor(p0.copy(), requires_grad=True), Tensor(p0.copy(), requires_grad=True)
+    opts = SGD([dense], lr=0.2, momentum=momentum), SGD([sparse], lr=0.2, momentum=momentum)
+    for ids in ([1, 1, 6], [2], [6, 0, 0, 0]):
+        grad = RowSparseGrad((8, 3), ids, rng.normal(size=(len(ids), 3)).astype(np.float32))
+        dense.grad, sparse.grad = grad.to_dense(), grad
+        for o in opts:
+            o.step()
+        np.testing.assert_array_equal(dense.data, sparse.data)
+
+
+def test_lazy_adam_leaves_untouched_rows_and_their_moments_alone():
+    p = Tensor(np.ones((5, 2)), requires_grad=True)
+    opt = Adam([p], lr=0.1)
+    p.grad = RowSparseGrad((5, 2), [3, 3], np.array([[1, -1], [1, -1]], np.float32))
+    opt.step()
+    np.testing.assert_allclose(p.data[3], [0.9, 1.1], rtol=1e-6)          # first step moves by lr·sign(g)
+    assert np.all(p.data[[0, 1, 2, 4]] == 1)
+    p.grad = RowSparseGrad((5, 2), [0], np.array([[2, 2]], np.float32))
+    opt.step()
+    np.testing.assert_allclose(p.data[3], [0.9, 1.1], rtol=1e-6, err_msg="row 3 was not touched: lazy Adam leaves it")
+    assert opt.state[0]['t'] == 2 and opt.state[0]['m'][3].tolist() == pytest.approx([0.2, -0.2])

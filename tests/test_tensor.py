@@ -172,3 +172,67 @@ def test_cross_entropy_all_ignored_is_an_error():
 def test_axis_out_of_range():
     with pytest.raises(ValueError, match="axis 3"):
         Tensor(np.zeros((2, 2))).sum(axis=3)
+
+
+# ---------------------------------------------------------------- row-sparse gradients
+
+from tinytorch.core.tensor import RowSparseGrad, _accumulate  # noqa: E402
+
+
+def _sparse(ids, rows, keep=True, shape=(6, 2)):
+    return RowSparseGrad(shape, np.asarray(ids), np.asarray(rows, np.float32), keep_sparse=keep)
+
+
+def test_row_sparse_grad_coalesces_duplicates_and_concatenates():
+    g = _sparse([4, 1, 4, 4], [[1, 1], [2, 2], [3, 3], [4, 4]])
+    assert g.indices.tolist() == [1, 4] and g.values.tolist() == [[2, 2], [8, 8]]
+    total = g + _sparse([0, 4], [[5, 5], [1, 0]])
+    assert total.indices.tolist() == [0, 1, 4] and total.values.tolist() == [[5, 5], [2, 2], [9, 8]]
+    assert g.indices.tolist() == [1, 4], "adding must not change either operand"
+    dense = total.to_dense()
+    assert dense.shape == (6, 2) and dense.dtype == np.float32 and dense[[2, 3, 5]].sum() == 0
+    with pytest.raises(ValueError, match=r"\(6, 2\).*\(5, 2\)"):
+        g + _sparse([0], [[1, 1]], shape=(5, 2))
+    with pytest.raises(ValueError, match="rows of shape"):
+        RowSparseGrad((6, 2), [1, 2], np.ones((3, 2)))
+    with pytest.raises(TypeError, match="integers"):
+        RowSparseGrad((6, 2), [1.0], np.ones((1, 2)))
+
+
+def test_leaf_accumulation_rules():
+    leaf = Tensor(np.zeros((6, 2)), requires_grad=True)
+    _accumulate(leaf, _sparse([1, 1], [[1, 2], [3, 4]]))
+    assert isinstance(leaf.grad, RowSparseGrad)                       # None + sparse(keep) -> sparse
+    _accumulate(leaf, _sparse([2], [[1, 1]]))
+    assert isinstance(leaf.grad, RowSparseGrad) and leaf.grad.indices.tolist() == [1, 2]
+    _accumulate(leaf, np.ones((6, 2), np.float32))                    # sparse + dense -> dense
+    assert isinstance(leaf.grad, np.ndarray) and leaf.grad[1].tolist() == [5, 7] and leaf.grad[0].tolist() == [1, 1]
+    held = leaf.grad
+    _accumulate(leaf, _sparse([0, 0], [[1, 1], [1, 1]]))              # dense + sparse -> in place
+    assert leaf.grad is held and held[0].tolist() == [3, 3]
+    fresh = Tensor(np.zeros((6, 2)), requires_grad=True)
+    _accumulate(fresh, _sparse([5], [[2, 2]], keep=False))           # None + sparse(dense wanted) -> dense
+    assert isinstance(fresh.grad, np.ndarray) and fresh.grad[5].tolist() == [2, 2] and fresh.grad.sum() == 4
+
+
+def test_dense_accumulation_never_aliases_the_incoming_gradient():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    seed = np.ones(2, np.float32)
+    (x + 1.0).backward(seed)             # addition passes the very same array down to x
+    seed[0] = 100.0
+    assert x.grad.tolist() == [1.0, 1.0]
+    y = Tensor([1.0, 2.0], requires_grad=True)
+    y.backward(seed)                     # a leaf's own backward
+    seed[1] = -5.0
+    assert y.grad.tolist() == [100.0, 1.0]
+
+
+def test_constants_get_no_gradient_work():
+    calls = []
+    a = Tensor([1.0, 2.0], requires_grad=True)
+    const = Tensor([3.0, 4.0])
+    for op in (lambda: a * const, lambda: const * a, lambda: a / const, lambda: a + const, lambda: const - a):
+        out = op()
+        grads = out._grad_fn(np.ones(2, np.float32))
+        calls.append([g is None for g in grads])
+    assert calls == [[False, True], [True, False], [False, True], [False, True], [True, False]]

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .tensor import Tensor, no_grad
+from .tensor import RowSparseGrad, Tensor, _unbroadcast, no_grad
 from .nn import _check_positive_int
 from .tokenization import CharTokenizer, BPETokenizer
 
@@ -35,8 +35,10 @@ def as_token_ids(ids, vocab_size: int) -> np.ndarray:
     3. Refuse every non-integer dtype (float — even 2.0 —, bool, complex, object, strings) with a
        TypeError that names the dtype.
     4. If any id is negative or >= vocab_size raise `TokenIdError` naming the first offending id
-       and the valid range. Hint: `ids.min()` and `ids.max()` check everything in two fast passes;
-       find the offender only when one of them is out of range.
+       and the valid range. Hint: `ids.min()` and `ids.max()` check everything in two fast passes
+       (one pass is enough: viewed as unsigned integers, negative ids become huge);
+       find the offender only when the check fails. Never build a boolean mask on the happy path:
+       it costs more than the lookup it guards.
     """
     ### BEGIN SOLUTION
     if isinstance(ids, Tensor):
@@ -48,7 +50,13 @@ def as_token_ids(ids, vocab_size: int) -> np.ndarray:
         arr = arr.astype(np.int64)
     if arr.dtype.kind not in 'iu':
         raise TypeError(f"token ids must be integers, got dtype {arr.dtype}")
-    if arr.size and (arr.min() < 0 or arr.max() >= vocab_size):
+    if arr.size == 0:
+        return arr
+    # one pass: viewed as unsigned, a negative id is >= 2**(bits-1), so max() catches both ends ...
+    out_of_range = arr.view(f'u{arr.itemsize}').max() >= vocab_size
+    if not out_of_range and arr.dtype.kind == 'i' and vocab_size > np.iinfo(arr.dtype).max:
+        out_of_range = arr.min() < 0          # ... unless vocab_size is beyond a small dtype's range
+    if out_of_range:
         bad = arr[(arr < 0) | (arr >= vocab_size)].flat[0]
         raise TokenIdError(f"token id {bad} is out of range: ids must be in [0, {vocab_size})")
     return arr
@@ -89,17 +97,33 @@ def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray):
     """Distinct `ids` (sorted) and, for each, the sum of the `rows` at its occurrences.
 
     ids: (n,) integers; rows: (n, dim). Returns (unique_ids (k,), summed (k, dim)), same dtype as rows.
-    TODO: sort the ids (a stable argsort), find where each run of equal ids starts, and sum each
-    run with `np.add.reduceat(sorted_rows, starts, axis=0)`. Handle n == 0.
+    TODO: sort the ids (a stable argsort) and find where each run of equal ids starts; then sum
+    each run — simplest with `np.add.reduceat(rows[order], starts, axis=0)` (correct, slow on wide
+    rows), fastest with the occurrence levels described above. Handle n == 0.
     """
     ### BEGIN SOLUTION
     ids = np.asarray(ids).reshape(-1)
-    if ids.size == 0:
+    n = ids.size
+    if n == 0:
         return ids.astype(np.int64), np.zeros((0,) + rows.shape[1:], rows.dtype)
     order = np.argsort(ids, kind='stable')
     sorted_ids = ids[order]
-    starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1])))
-    summed = np.add.reduceat(rows[order], starts, axis=0)   # (k, dim)
+    is_start = np.empty(n, bool)
+    is_start[0] = True
+    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=is_start[1:])
+    starts = np.flatnonzero(is_start)                       # (k,) where each group starts
+    summed = np.take(rows, order[starts], axis=0)           # (k, dim) first row of each group
+    if len(starts) < n:                                     # some ids repeat
+        group = np.cumsum(is_start) - 1                     # group of each sorted position
+        level = np.arange(n) - starts[group]                # 0 first occurrence, 1 second, ...
+        counts = np.diff(np.append(starts, n))
+        heavy = counts > 16                                 # many repeats: one sum per group
+        for g in np.flatnonzero(heavy):
+            summed[g] = rows[order[starts[g]:starts[g] + counts[g]]].sum(axis=0)
+        rest = np.flatnonzero((level > 0) & ~heavy[group])
+        rest = rest[np.argsort(level[rest], kind='stable')]
+        for at in np.split(rest, np.flatnonzero(np.diff(level[rest])) + 1):
+            summed[group[at]] += rows[order[at]]            # distinct groups within a level: exact
     return sorted_ids[starts], summed
     ### END SOLUTION
 
@@ -115,8 +139,8 @@ class Embedding:
     "A learnable `(vocab_size, embedding_dim)` table; `forward(ids)` gathers one row per id."
 
     def __init__(self, vocab_size: int, embedding_dim: int, padding_idx: Optional[int] = None,
-                 init_type: str = 'uniform', seed: Optional[int] = None):
-        self._configure(vocab_size, embedding_dim, padding_idx)
+                 init_type: str = 'uniform', seed: Optional[int] = None, sparse: bool = False):
+        self._configure(vocab_size, embedding_dim, padding_idx, sparse)
         if init_type not in INIT_TYPES:
             raise ValueError(f"init_type must be one of {INIT_TYPES}, got {init_type!r}")
         self.init_type = init_type
@@ -126,8 +150,11 @@ class Embedding:
         self.weight = Tensor(table, requires_grad=True)
         self.parameters = [self.weight]
 
-    def _configure(self, vocab_size, embedding_dim, padding_idx):
+    def _configure(self, vocab_size, embedding_dim, padding_idx, sparse=False):
         "Check and store the sizes; normalise a negative `padding_idx`."
+        if not isinstance(sparse, (bool, np.bool_)):
+            raise TypeError(f"sparse must be True or False, got {sparse!r}")
+        self.sparse = bool(sparse)
         self.vocab_size = _check_positive_int('vocab_size', vocab_size)
         self.embedding_dim = _check_positive_int('embedding_dim', embedding_dim)
         if padding_idx is not None:
@@ -139,7 +166,8 @@ class Embedding:
         self.padding_idx = padding_idx
 
     @classmethod
-    def from_pretrained(cls, weights, freeze: bool = True, padding_idx: Optional[int] = None) -> 'Embedding':
+    def from_pretrained(cls, weights, freeze: bool = True, padding_idx: Optional[int] = None,
+                        sparse: bool = False) -> 'Embedding':
         """An Embedding holding a float32 copy of `weights` (vocab_size, embedding_dim).
 
         As in PyTorch, the padding row keeps its given values (it only gets no gradient);
@@ -150,7 +178,7 @@ class Embedding:
         if table.dtype.kind != 'f':
             raise TypeError(f"from_pretrained expects floating-point weights, got dtype {table.dtype}")
         layer = cls.__new__(cls)
-        layer._configure(table.shape[0], table.shape[1], padding_idx)
+        layer._configure(table.shape[0], table.shape[1], padding_idx, sparse)
         layer.init_type = 'pretrained'
         layer.weight = Tensor(np.array(table, dtype=np.float32), requires_grad=not freeze)
         layer.parameters = [layer.weight]
@@ -161,20 +189,25 @@ class Embedding:
 
         TODO:
         1. ids = as_token_ids(input_ids, self.vocab_size)
-        2. gather the rows of self.weight.data (np.take along axis 0)
-        3. define grad_fn(g): flatten ids to (n,) and g to (n, dim), build the dense table
-           gradient with scatter_add_rows, zero the padding_idx row, return it in a 1-tuple
+        2. rows = np.empty(ids.shape + (dim,), W.dtype), filled by np.take(W, ids, axis=0, out=rows, mode='clip')
+        3. define grad_fn(g): flatten ids to (n,) and g to (n, dim), drop the positions whose id is
+           padding_idx, and return a 1-tuple with RowSparseGrad(self.weight.shape, ids, g_rows,
+           keep_sparse=self.sparse, sum_rows=sum_rows_by_id)
         4. return Tensor._from_op(rows, (self.weight,), grad_fn)
+        Allocate nothing but `rows` in the forward pass, and no float64 anywhere.
         """
         ### BEGIN SOLUTION
         ids = as_token_ids(input_ids, self.vocab_size)
-        weight = self.weight
-        rows = np.take(weight.data, ids, axis=0, mode='clip')   # (*ids.shape, dim); ids already checked
+        weight, pad, sparse = self.weight, self.padding_idx, self.sparse
+        rows = np.empty(ids.shape + (self.embedding_dim,), weight.dtype)
+        np.take(weight.data, ids, axis=0, out=rows, mode='clip')     # ids already checked
         def grad_fn(g):
-            grad = scatter_add_rows(ids.reshape(-1), g.reshape(-1, self.embedding_dim), self.vocab_size)
-            if self.padding_idx is not None:
-                grad[self.padding_idx] = 0
-            return (grad,)
+            flat_ids, flat_g = ids.reshape(-1), g.reshape(-1, g.shape[-1])
+            if pad is not None:
+                keep = flat_ids != pad
+                if not keep.all():
+                    flat_ids, flat_g = flat_ids[keep], flat_g[keep]
+            return (RowSparseGrad(weight.shape, flat_ids, flat_g, keep_sparse=sparse, sum_rows=sum_rows_by_id),)
         return Tensor._from_op(rows, (weight,), grad_fn)
         ### END SOLUTION
 
@@ -197,7 +230,8 @@ class Embedding:
     def __repr__(self):
         pad = f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
         frozen = "" if self.weight.requires_grad else ", frozen"
-        return f"Embedding({self.vocab_size}, {self.embedding_dim}{pad}, dtype={self.weight.dtype}{frozen})"
+        sparse = ", sparse=True" if self.sparse else ""
+        return f"Embedding({self.vocab_size}, {self.embedding_dim}{pad}{sparse}, dtype={self.weight.dtype}{frozen})"
 
 # %% ../../nbs/11_embeddings.ipynb #sinusoidal
 def sinusoidal_table(max_seq_length: int, embedding_dim: int, base: float = 10000.0) -> np.ndarray:
@@ -232,6 +266,16 @@ def _check_sequence_input(x, embedding_dim: int, max_seq_length: int, who: str) 
         raise ValueError(f"sequence length {seq_length} exceeds {who}'s max_seq_length {max_seq_length}")
     return x
 
+def _add_positions(x: Tensor, positions, inplace: bool = False) -> Tensor:
+    "`x + positions` ((seq, dim) broadcast over the batch); `inplace=True` writes the sum into `x.data`."
+    if not inplace:
+        return x + positions
+    if x.requires_grad and x._grad_fn is None:
+        raise ValueError("inplace=True would overwrite a leaf tensor that requires grad; use inplace=False")
+    p = positions if isinstance(positions, Tensor) else Tensor(positions)
+    np.add(x.data, p.data, out=x.data)
+    return Tensor._from_op(x.data, (x, p), lambda g: (g, _unbroadcast(g, p.shape) if p.requires_grad else None))
+
 # %% ../../nbs/11_embeddings.ipynb #pe
 class PositionalEncoding:
     "Adds the fixed sinusoidal table to `(seq, dim)` or `(batch, seq, dim)` embeddings."
@@ -257,17 +301,17 @@ class PositionalEncoding:
         "Evaluation mode (dropout off); returns self."
         return self.train(False)
 
-    def forward(self, embeddings: Tensor) -> Tensor:
+    def forward(self, embeddings: Tensor, inplace: bool = False) -> Tensor:
         """`embeddings + pe[:seq]`, in the input's dtype, then dropout when training.
 
         TODO: check the input with `_check_sequence_input`, take the first `seq` rows of the table
-        (cast to the input dtype), add them — a Tensor addition, so gradients reach the input —
-        and apply `self._dropout`.
+        (in the input dtype), add them with `_add_positions(x, positions, inplace)` — gradients
+        reach the input — and apply `self._dropout`. `inplace=True` adds into the input's array.
         """
         ### BEGIN SOLUTION
         x = _check_sequence_input(embeddings, self.embedding_dim, self.max_seq_length, 'PositionalEncoding')
-        positions = self.pe.data[:x.shape[-2]].astype(x.dtype, copy=False)   # (seq, dim)
-        return self._dropout(x + positions)
+        positions = self.pe.data[:x.shape[-2]].astype(x.dtype, copy=False)   # (seq, dim), a view for float32
+        return self._dropout(_add_positions(x, positions, inplace))
         ### END SOLUTION
 
     def _dropout(self, x: Tensor) -> Tensor:
@@ -276,8 +320,8 @@ class PositionalEncoding:
         keep = (self._rng.random(x.shape, dtype=np.float32) >= self.dropout).astype(x.dtype)
         return x * (keep / np.asarray(1.0 - self.dropout, x.dtype))
 
-    def __call__(self, embeddings: Tensor) -> Tensor:
-        return self.forward(embeddings)
+    def __call__(self, embeddings: Tensor, inplace: bool = False) -> Tensor:
+        return self.forward(embeddings, inplace)
 
     def __repr__(self):
         return f"PositionalEncoding(embedding_dim={self.embedding_dim}, max_seq_length={self.max_seq_length}, dropout={self.dropout})"
@@ -314,20 +358,20 @@ class LearnedPositionalEmbedding:
         self.position_embedding = Embedding(self.max_seq_length, self.embedding_dim, init_type='normal', seed=seed)
         self.parameters = self.position_embedding.parameters
 
-    def forward(self, embeddings: Tensor) -> Tensor:
+    def forward(self, embeddings: Tensor, inplace: bool = False) -> Tensor:
         """`embeddings + position_embedding(arange(seq))`, connected to both.
 
         TODO: check the input with `_check_sequence_input`, look up positions 0..seq-1 with
-        `self.position_embedding` and add them (broadcasting over the batch).
+        `self.position_embedding` and add them with `_add_positions` (broadcasting over the batch).
         """
         ### BEGIN SOLUTION
         x = _check_sequence_input(embeddings, self.embedding_dim, self.max_seq_length, 'LearnedPositionalEmbedding')
         positions = self.position_embedding(np.arange(x.shape[-2]))    # (seq, dim)
-        return x + positions
+        return _add_positions(x, positions, inplace)
         ### END SOLUTION
 
-    def __call__(self, embeddings: Tensor) -> Tensor:
-        return self.forward(embeddings)
+    def __call__(self, embeddings: Tensor, inplace: bool = False) -> Tensor:
+        return self.forward(embeddings, inplace)
 
     def __repr__(self):
         return f"LearnedPositionalEmbedding(max_seq_length={self.max_seq_length}, embedding_dim={self.embedding_dim})"
@@ -340,10 +384,12 @@ class TokenPositionEmbedding:
 
     def __init__(self, vocab_size: int, embedding_dim: int, max_seq_length: int = 512,
                  positions: str = 'sinusoidal', scale_embeddings: bool = False,
-                 padding_idx: Optional[int] = None, init_type: str = 'uniform', seed: Optional[int] = None):
+                 padding_idx: Optional[int] = None, init_type: str = 'uniform', seed: Optional[int] = None,
+                 sparse: bool = False):
         if positions not in POSITION_KINDS:
             raise ValueError(f"positions must be one of {POSITION_KINDS}, got {positions!r}")
-        self.tokens = Embedding(vocab_size, embedding_dim, padding_idx=padding_idx, init_type=init_type, seed=seed)
+        self.tokens = Embedding(vocab_size, embedding_dim, padding_idx=padding_idx, init_type=init_type, seed=seed,
+                                sparse=sparse)
         self.max_seq_length = _check_positive_int('max_seq_length', max_seq_length)
         self.position_kind, self.scale_embeddings = positions, bool(scale_embeddings)
         if positions == 'sinusoidal':
@@ -363,7 +409,8 @@ class TokenPositionEmbedding:
 
         TODO: refuse ids that are not 1-D or 2-D (ValueError with the shape) and sequences
         longer than max_seq_length (ValueError with both numbers) *before* looking anything up;
-        embed, scale by √dim when asked, add positions when there are any.
+        embed, scale by √dim when asked, add positions when there are any (in place: the token
+        vectors are a fresh array that nobody else uses).
         """
         ### BEGIN SOLUTION
         ids = as_token_ids(input_ids, self.vocab_size)
@@ -374,7 +421,7 @@ class TokenPositionEmbedding:
         x = self.tokens(ids)                                   # (..., seq, dim)
         if self.scale_embeddings:
             x = x * math.sqrt(self.embedding_dim)
-        return self.positions(x) if self.positions is not None else x
+        return self.positions(x, inplace=True) if self.positions is not None else x
         ### END SOLUTION
 
     def __call__(self, input_ids) -> Tensor:
@@ -448,6 +495,36 @@ class EmbeddingProfiler:
                     'roofline_fraction': moved / seconds / 1e9 / self.bandwidth_gb_s,
                 }
         self.results['lookup'] = results
+        return results
+
+    def measure_backward_performance(self, embedding_layer: Embedding, batch_size: int = 8,
+                                     seq_length: int = 512) -> Dict[str, dict]:
+        "Median backward time into a dense and a row-sparse table gradient, and each gradient's size."
+        layer = embedding_layer
+        if not layer.weight.requires_grad:
+            raise ValueError("the layer is frozen: its table has no gradient to measure")
+        ids = self.rng.integers(0, layer.vocab_size, (batch_size, seq_length))
+        g = self.rng.standard_normal(ids.shape + (layer.embedding_dim,), dtype=np.float32)
+        saved_mode, saved_grad, results = layer.sparse, layer.weight.grad, {}
+        try:
+            for sparse in (False, True):
+                layer.sparse = sparse
+                out = layer(ids)
+                def backward():
+                    layer.weight.grad = None
+                    out.backward(g)
+                    if sparse:
+                        layer.weight.grad.coalesce()    # sum duplicates now, as an optimizer step would
+                t = time_call(backward, self.repeats, self.warmup)
+                grad = layer.weight.grad
+                stored = grad.nbytes if not sparse else grad.indices.nbytes + grad.values.nbytes
+                results['sparse' if sparse else 'dense'] = {
+                    'backward_time_ms': t['median_ms'], 'backward_time_min_ms': t['min_ms'],
+                    'backward_time_max_ms': t['max_ms'], 'gradient_memory_mb': stored / 2**20,
+                    'rows_touched': int(np.unique(ids).size), 'total_tokens': int(ids.size)}
+        finally:
+            layer.sparse, layer.weight.grad = saved_mode, saved_grad
+        self.results['backward'] = results
         return results
 
     def analyze_memory_scaling(self, vocab_sizes: Sequence[int], embedding_dims: Sequence[int],

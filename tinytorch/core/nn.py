@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import numpy as np
 
-from .tensor import Tensor
+from .tensor import RowSparseGrad, Tensor
 
 # %% auto #0
 __all__ = ['Linear', 'Optimizer', 'SGD', 'Adam']
@@ -48,6 +48,16 @@ class Linear:
     def __repr__(self):
         return f"Linear(in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None})"
 
+# %% ../../nbs/02_nn.ipynb #blocks
+_BLOCK_BYTES = 4 * 2**20
+
+def _row_blocks(p: np.ndarray):
+    "Slices along the first axis covering `p` in pieces of about 4 MiB (just `...` for small or 0-d arrays)."
+    if p.ndim == 0 or p.nbytes <= _BLOCK_BYTES:
+        return [...]
+    step = max(1, _BLOCK_BYTES // max(1, p.nbytes // len(p)))
+    return [slice(i, i + step) for i in range(0, len(p), step)]
+
 # %% ../../nbs/02_nn.ipynb #optim-base
 class Optimizer:
     "Holds a list of parameters; subclasses implement `_update(param, grad, state)`."
@@ -72,12 +82,18 @@ class Optimizer:
             p.grad = None
 
     def step(self):
-        "Update every parameter that has a gradient."
+        "Update every parameter that has a gradient (row-sparse gradients only on their rows)."
         for p, state in zip(self.parameters, self.state):
-            if p.grad is not None:
+            if isinstance(p.grad, RowSparseGrad):
+                self._update_rows(p, *p.grad.coalesce(), state)
+            elif p.grad is not None:
                 self._update(p, p.grad, state)
 
     def _update(self, p, grad, state):
+        raise NotImplementedError
+
+    def _update_rows(self, p, indices, values, state):
+        "Update from a row-sparse gradient: `values[j]` is the gradient of row `indices[j]` (distinct)."
         raise NotImplementedError
 
 # %% ../../nbs/02_nn.ipynb #sgd
@@ -98,7 +114,20 @@ class SGD(Optimizer):
             v *= self.momentum
             v += grad
             grad = v
-        p.data -= np.asarray(self.lr * grad, dtype=p.dtype)
+        for b in _row_blocks(p.data):      # no temporary as large as the parameter
+            p.data[b] -= np.asarray(self.lr * grad[b], dtype=p.dtype)
+
+    def _update_rows(self, p, indices, values, state):
+        if self.momentum:                  # every row's velocity decays: exact, but a full-table pass
+            v = state.get('velocity')
+            if v is None:
+                v = state['velocity'] = np.zeros(p.shape, p.dtype)
+            v *= self.momentum
+            v[indices] += values
+            for b in _row_blocks(p.data):
+                p.data[b] -= np.asarray(self.lr * v[b], dtype=p.dtype)
+        else:                              # the other rows of the dense gradient are zero
+            p.data[indices] -= np.asarray(self.lr * values, dtype=p.dtype)
 
 # %% ../../nbs/02_nn.ipynb #adam
 class Adam(Optimizer):
@@ -118,8 +147,24 @@ class Adam(Optimizer):
         if not state:
             state.update(t=0, m=np.zeros_like(p.data), v=np.zeros_like(p.data))
         state['t'] += 1
-        m, v, t = state['m'], state['v'], state['t']
-        m *= b1; m += (1 - b1) * grad
-        v *= b2; v += (1 - b2) * grad * grad
+        t = state['t']
         step_size = self.lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
-        p.data -= (step_size * m / (np.sqrt(v) + self.eps)).astype(p.dtype, copy=False)
+        for b in _row_blocks(p.data):      # no temporary as large as the parameter
+            m, v, g = state['m'][b], state['v'][b], grad[b]
+            m *= b1; m += (1 - b1) * g
+            v *= b2; v += (1 - b2) * g * g
+            p.data[b] -= (step_size * m / (np.sqrt(v) + self.eps)).astype(p.dtype, copy=False)
+
+    def _update_rows(self, p, indices, values, state):
+        "Lazy Adam: only the touched rows' moments change and only those rows move."
+        b1, b2 = self.betas
+        if not state:
+            state.update(t=0, m=np.zeros(p.shape, p.dtype), v=np.zeros(p.shape, p.dtype))
+        state['t'] += 1
+        t = state['t']
+        m, v = state['m'][indices], state['v'][indices]      # copies of the touched rows
+        m *= b1; m += (1 - b1) * values
+        v *= b2; v += (1 - b2) * values * values
+        state['m'][indices], state['v'][indices] = m, v
+        step_size = self.lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        p.data[indices] -= (step_size * m / (np.sqrt(v) + self.eps)).astype(p.dtype, copy=False)

@@ -9,7 +9,7 @@ import contextlib
 import numpy as np
 
 # %% auto #0
-__all__ = ['is_grad_enabled', 'no_grad', 'Tensor', 'cross_entropy']
+__all__ = ['is_grad_enabled', 'no_grad', 'Tensor', 'RowSparseGrad', 'cross_entropy']
 
 # %% ../../nbs/01_tensor.ipynb #grad-mode
 _grad_enabled = True
@@ -108,6 +108,81 @@ class Tensor:
         "Forget the accumulated gradient."
         self.grad = None
 
+# %% ../../nbs/01_tensor.ipynb #sparse
+def _sum_rows_simple(ids: np.ndarray, rows: np.ndarray):
+    "Distinct sorted `ids` and the sum of `rows` at each: the plain definition, with `np.add.at`."
+    unique, inverse = np.unique(ids, return_inverse=True)
+    summed = np.zeros((len(unique),) + rows.shape[1:], rows.dtype)
+    np.add.at(summed, inverse.reshape(-1), rows)
+    return unique, summed
+
+class RowSparseGrad:
+    """The gradient of a tensor of `shape` that is zero outside some rows: row `ids[j]` gets `rows[j]`.
+
+    Ids may repeat; `indices`/`values` are the coalesced form (distinct sorted ids, summed rows),
+    computed once by `sum_rows` and cached. `a + b` concatenates. `keep_sparse=False` asks a leaf
+    to store the gradient densely."""
+
+    def __init__(self, shape, ids, rows, keep_sparse: bool = True, sum_rows=None):
+        self.shape = tuple(shape)
+        ids, rows = np.asarray(ids).reshape(-1), np.asarray(rows)
+        if ids.dtype.kind not in 'iu':
+            raise TypeError(f"row ids must be integers, got dtype {ids.dtype}")
+        if rows.shape != (ids.size,) + self.shape[1:]:
+            raise ValueError(f"{ids.size} ids need rows of shape {(ids.size,) + self.shape[1:]}, got {rows.shape}")
+        self._parts = [(ids, rows)]
+        self.keep_sparse = bool(keep_sparse)
+        self._sum_rows = sum_rows or _sum_rows_simple
+        self._coalesced = None
+
+    dtype = property(lambda self: self._parts[0][1].dtype)
+    ndim = property(lambda self: len(self.shape))
+
+    def coalesce(self):
+        "`(indices, values)`: distinct sorted row ids and the summed row of each (computed once)."
+        if self._coalesced is None:
+            if len(self._parts) == 1:
+                ids, rows = self._parts[0]
+            else:
+                ids = np.concatenate([i for i, _ in self._parts])
+                rows = np.concatenate([r for _, r in self._parts])
+            self._coalesced = self._sum_rows(ids, rows)
+            self._parts = [self._coalesced]           # drop the raw contributions
+        return self._coalesced
+
+    indices = property(lambda self: self.coalesce()[0])
+    values = property(lambda self: self.coalesce()[1])
+
+    def add_to(self, dense: np.ndarray) -> np.ndarray:
+        "Add this gradient into `dense` in place (only its rows are touched) and return `dense`."
+        if dense.shape != self.shape:
+            raise ValueError(f"cannot add a row-sparse gradient of shape {self.shape} into shape {dense.shape}")
+        indices, values = self.coalesce()
+        dense[indices] += values           # indices are distinct, so this is exact
+        return dense
+
+    def to_dense(self) -> np.ndarray:
+        "The gradient as a dense array (zeros outside the touched rows)."
+        indices, values = self.coalesce()
+        out = np.zeros(self.shape, self.dtype)   # np.zeros maps zero pages lazily: untouched rows cost nothing yet
+        out[indices] = values
+        return out
+
+    def __add__(self, other):
+        if not isinstance(other, RowSparseGrad):
+            return NotImplemented
+        if other.shape != self.shape:
+            raise ValueError(f"cannot add row-sparse gradients of shapes {self.shape} and {other.shape}")
+        total = RowSparseGrad.__new__(RowSparseGrad)
+        total.shape, total._parts, total._coalesced = self.shape, self._parts + other._parts, None
+        total.keep_sparse, total._sum_rows = self.keep_sparse and other.keep_sparse, self._sum_rows
+        return total
+
+    def __repr__(self):
+        n = sum(len(i) for i, _ in self._parts)
+        state = f"{len(self._coalesced[0])} distinct rows" if self._coalesced is not None else f"{n} row contributions"
+        return f"RowSparseGrad(shape={self.shape}, {state}, dtype={self.dtype})"
+
 # %% ../../nbs/01_tensor.ipynb #backward
 def _topological_order(root: Tensor) -> list:
     "Nodes reachable from `root`, each after all of its parents."
@@ -142,13 +217,41 @@ def _backward(self: Tensor, grad=None):
         if g is None:
             continue
         if node._grad_fn is None:
-            node.grad = g.copy() if node.grad is None else node.grad + g
+            _accumulate(node, g)
             continue
+        if isinstance(g, RowSparseGrad):
+            g = g.to_dense()             # operations only understand arrays
         for parent, pg in zip(node._parents, node._grad_fn(g)):
             if pg is None or not parent.requires_grad:
                 continue
             key = id(parent)
-            grads[key] = pg if key not in grads else grads[key] + pg
+            grads[key] = pg if key not in grads else _add_grads(grads[key], pg)
+
+def _add_grads(a, b):
+    "Sum of two gradients for the same tensor; neither input is modified."
+    if isinstance(a, RowSparseGrad) and isinstance(b, RowSparseGrad):
+        return a + b
+    if isinstance(a, RowSparseGrad):
+        return a.add_to(b.copy())
+    if isinstance(b, RowSparseGrad):
+        return b.add_to(a.copy())
+    return a + b
+
+def _accumulate(leaf: Tensor, g):
+    "Add gradient `g` (array or RowSparseGrad) into `leaf.grad`, following the table above."
+    old = leaf.grad
+    if isinstance(g, RowSparseGrad):
+        if old is None or isinstance(old, RowSparseGrad):
+            total = g if old is None else old + g
+            leaf.grad = total if total.keep_sparse else total.to_dense()
+        else:
+            g.add_to(old)                # in place, only the touched rows
+    elif old is None:
+        leaf.grad = g.copy()             # g may be shared with other nodes: own a copy
+    elif isinstance(old, RowSparseGrad):
+        leaf.grad = old.add_to(g.copy())
+    else:
+        leaf.grad = old + g
 
 Tensor.backward = _backward
 
@@ -163,23 +266,26 @@ def _wrap(x, like: Tensor) -> Tensor:
 def _add(a, b):
     a, b = _wrap(a, b) if not isinstance(a, Tensor) else a, _wrap(b, a)
     return Tensor._from_op(a.data + b.data, (a, b),
-                           lambda g: (_unbroadcast(g, a.shape), _unbroadcast(g, b.shape)))
+                           lambda g: (_unbroadcast(g, a.shape) if a.requires_grad else None,
+                                      _unbroadcast(g, b.shape) if b.requires_grad else None))
 
 def _sub(a, b):
     a, b = _wrap(a, b) if not isinstance(a, Tensor) else a, _wrap(b, a)
     return Tensor._from_op(a.data - b.data, (a, b),
-                           lambda g: (_unbroadcast(g, a.shape), _unbroadcast(-g, b.shape)))
+                           lambda g: (_unbroadcast(g, a.shape) if a.requires_grad else None,
+                                      _unbroadcast(-g, b.shape) if b.requires_grad else None))
 
 def _mul(a, b):
     a, b = _wrap(a, b) if not isinstance(a, Tensor) else a, _wrap(b, a)
     return Tensor._from_op(a.data * b.data, (a, b),
-                           lambda g: (_unbroadcast(g * b.data, a.shape), _unbroadcast(g * a.data, b.shape)))
+                           lambda g: (_unbroadcast(g * b.data, a.shape) if a.requires_grad else None,
+                                      _unbroadcast(g * a.data, b.shape) if b.requires_grad else None))
 
 def _div(a, b):
     a, b = _wrap(a, b) if not isinstance(a, Tensor) else a, _wrap(b, a)
     return Tensor._from_op(a.data / b.data, (a, b),
-                           lambda g: (_unbroadcast(g / b.data, a.shape),
-                                      _unbroadcast(-g * a.data / (b.data * b.data), b.shape)))
+                           lambda g: (_unbroadcast(g / b.data, a.shape) if a.requires_grad else None,
+                                      _unbroadcast(-g * a.data / (b.data * b.data), b.shape) if b.requires_grad else None))
 
 def _neg(a):
     return Tensor._from_op(-a.data, (a,), lambda g: (-g,))

@@ -1,0 +1,249 @@
+"""Benchmark module 11's embedding fast paths against PyTorch (CPU), side by side in one run.
+
+Usage: python benchmarks/bench_embeddings.py [--repeats 25] [--configs 10k,50k,100k] [--no-torch]
+
+For each configuration (vocab, dim, ids) it times, as medians of interleaved repeats (ours, torch,
+ours, torch, ...; each call gets a fresh batch of ids from a small pool):
+  forward      Embedding.forward incl. id validation  vs  torch.nn.functional.embedding
+  validation   as_token_ids alone (its share of our forward is reported)
+  bwd dense    out.backward(g) into a dense (vocab, dim) gradient  vs  torch's embedding backward
+  bwd sparse   sparse=True: out.backward(g), lazily row-sparse  vs  torch sparse=True (uncoalesced)
+  +coalesce    the same followed by summing duplicate ids  vs  torch's .coalesce()
+  sin. add     sinusoidal positions added in place (inplace=True)  vs  torch's x + pe[:S]
+  train step   token+position layer: forward, backward, SGD step; peak extra memory by tracemalloc
+Both frameworks run under their no-grad mode for forward and the positional add. Lookups report
+GB/s (rows read + output written + ids read) and the fraction of this machine's copy bandwidth
+(np.copyto on 256 MiB, read + write). Prints one table and writes JSON to benchmarks/results/.
+PyTorch is optional: without it only our numbers are printed.
+"""
+import argparse
+import gc
+import json
+import os
+import platform
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+from tinytorch.core.embeddings import (Embedding, PositionalEncoding, TokenPositionEmbedding, as_token_ids,
+                                       sinusoidal_table)
+from tinytorch.core.nn import SGD
+from tinytorch.core.tensor import no_grad
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # PyTorch is a reference peer, never a dependency
+    torch = None
+
+CONFIGS = {"10k": (10_000, 256, (32, 256)), "50k": (50_000, 512, (64, 512)), "100k": (100_000, 1024, (8, 2048))}
+POOL = 4            # distinct id batches per configuration, used in turn
+
+
+def timed(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def interleaved(fns, repeats, warmup=2, setup=None):
+    """Median ms of each function in `fns` (a dict), run in turns: a, b, a, b, ... `setup(name)` runs
+    untimed before each call."""
+    samples = {name: [] for name in fns}
+    for i in range(warmup + repeats):
+        for name, fn in fns.items():
+            if setup:
+                setup(name)
+            t = timed(fn)
+            if i >= warmup:
+                samples[name].append(t)
+    return {name: float(np.median(s) * 1e3) for name, s in samples.items()}
+
+
+def copy_bandwidth_gb_s(size_mb=256, repeats=10):
+    src = np.ones(size_mb * 2**20 // 4, np.float32)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    t = np.median([timed(lambda: np.copyto(dst, src)) for _ in range(repeats)])
+    return 2 * src.nbytes / t / 1e9
+
+
+def cycle(items):
+    state = {"i": 0}
+    def next_item():
+        state["i"] = (state["i"] + 1) % len(items)
+        return items[state["i"]]
+    return next_item
+
+
+def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
+    rng = np.random.default_rng(0)
+    layer = Embedding(vocab, dim, seed=0)
+    table = layer.weight.data
+    n = int(np.prod(shape))
+    pool = [rng.integers(0, vocab, shape) for _ in range(POOL)]
+    grad = rng.standard_normal(shape + (dim,), dtype=np.float32)
+    rows = []
+
+    def row(op, ours, theirs=None, moved=None, note=""):
+        r = {"config": name, "vocab": vocab, "dim": dim, "ids": list(shape), "op": op, "ours_ms": ours,
+             "torch_ms": theirs, "ratio": None if theirs is None else ours / theirs, "note": note}
+        if moved is not None:
+            r["gb_per_s"] = moved / (ours / 1e3) / 1e9
+            r["roofline_fraction"] = r["gb_per_s"] / bandwidth
+        rows.append(r)
+
+    if use_torch:
+        t_table = torch.from_numpy(table)             # the same memory: both read the same table
+        t_pool = [torch.from_numpy(ids) for ids in pool]
+        t_grad = torch.from_numpy(grad)
+
+    # ---- forward (incl. validation), validation alone
+    ours_ids, torch_ids = cycle(pool), cycle(t_pool) if use_torch else None
+    fns = {"ours": lambda: layer.forward(ours_ids()), "validate": lambda: as_token_ids(ours_ids(), vocab)}
+    if use_torch:
+        fns["torch"] = lambda: F.embedding(torch_ids(), t_table)
+    with no_grad():
+        if use_torch:
+            with torch.no_grad():
+                t = interleaved(fns, repeats)
+        else:
+            t = interleaved(fns, repeats)
+    moved = n * (2 * dim * table.itemsize + pool[0].itemsize)
+    row("forward", t["ours"], t.get("torch"), moved)
+    row("validation", t["validate"], None, note=f"{100 * t['validate'] / t['ours']:.1f}% of our forward")
+
+    # ---- dense backward
+    ids0 = pool[0]
+    out = layer(ids0)
+    fns = {"ours": lambda: out.backward(grad)}
+    if use_torch:
+        tw = t_table.clone().requires_grad_(True)
+        t_out = F.embedding(t_pool[0], tw)
+        fns["torch"] = lambda: t_out.backward(t_grad, retain_graph=True)
+    def reset(who):
+        if who == "ours":
+            layer.weight.grad = None
+        else:
+            tw.grad = None
+        gc.collect()
+    t = interleaved(fns, repeats, setup=reset)
+    row("bwd dense", t["ours"], t.get("torch"))
+    ours_dense = layer.weight.grad
+    if use_torch:
+        tw.grad = None
+        t_out.backward(t_grad, retain_graph=True)
+        assert np.array_equal(ours_dense, tw.grad.numpy()), "dense gradients differ from PyTorch's"
+
+    # ---- row-sparse backward: lazy, and coalesced
+    layer.sparse = True
+    out = layer(ids0)
+    fns = {"ours": lambda: out.backward(grad)}
+    fns_c = {"ours": lambda: (out.backward(grad), layer.weight.grad.coalesce())}
+    if use_torch:
+        tws = t_table.clone().requires_grad_(True)
+        t_out_s = F.embedding(t_pool[0], tws, sparse=True)
+        fns["torch"] = lambda: t_out_s.backward(t_grad, retain_graph=True)
+        fns_c["torch"] = lambda: (t_out_s.backward(t_grad, retain_graph=True), tws.grad.coalesce())
+    def reset_sparse(who):
+        if who == "ours":
+            layer.weight.grad = None
+        else:
+            tws.grad = None
+    t = interleaved(fns, repeats, setup=reset_sparse)
+    row("bwd sparse", t["ours"], t.get("torch"), note="lazy: duplicates summed on first use")
+    t = interleaved(fns_c, repeats, setup=reset_sparse)
+    row("bwd sparse+coalesce", t["ours"], t.get("torch"))
+    assert np.array_equal(layer.weight.grad.to_dense(), ours_dense), "sparse and dense gradients differ"
+    layer.sparse = False
+    layer.weight.grad = None
+
+    # ---- sinusoidal positions: ours in place into a fresh embedding output vs torch x + pe[:S]
+    seq = shape[-1]
+    pe = PositionalEncoding(dim, seq)
+    x = layer.forward(ids0)
+    x.requires_grad = False
+    fns = {"ours": lambda: pe.forward(x, inplace=True), "ours_copy": lambda: pe.forward(x)}
+    if use_torch:
+        t_x, t_pe = torch.from_numpy(x.data.copy()), torch.from_numpy(sinusoidal_table(seq, dim))
+        fns["torch"] = lambda: t_x + t_pe[:seq]
+    with no_grad():
+        t = interleaved(fns, repeats)
+    row("sin. add (in place)", t["ours"], t.get("torch"), moved=3 * x.data.nbytes)
+    row("sin. add (new array)", t["ours_copy"], t.get("torch"), moved=3 * x.data.nbytes)
+    del x
+
+    # ---- training step of the token+position layer: time and peak extra memory
+    for sparse in (False, True):
+        tpe = TokenPositionEmbedding(vocab, dim, max_seq_length=seq, seed=0, sparse=sparse)
+        opt = SGD(tpe.parameters, lr=0.1)
+        def step():
+            opt.zero_grad()
+            tpe(ids0).backward(grad)
+            opt.step()
+        step_t = interleaved({"ours": step}, max(5, repeats // 4))["ours"]
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        step()
+        peak = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.stop()
+        table_mb, act_mb = tpe.tokens.weight.data.nbytes / 2**20, grad.nbytes / 2**20
+        row(f"train step ({'sparse' if sparse else 'dense'})", step_t, None,
+            note=f"peak +{peak / 2**20:.0f} MiB (table {table_mb:.0f} MiB, one activation {act_mb:.0f} MiB)")
+        rows[-1].update(peak_extra_mb=peak / 2**20, table_mb=table_mb, activation_mb=act_mb)
+        del tpe, opt
+        gc.collect()
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=25, help="timed repeats per measurement (>= 20 for the README)")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated subset of {list(CONFIGS)}")
+    parser.add_argument("--no-torch", action="store_true", help="time ours only, even if PyTorch is installed")
+    parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/embeddings-<time>.json)")
+    args = parser.parse_args()
+    names = [c.strip() for c in args.configs.split(",") if c.strip()]
+    unknown = [c for c in names if c not in CONFIGS]
+    if unknown or args.repeats < 1:
+        parser.error(f"unknown configs {unknown}" if unknown else "--repeats must be >= 1")
+    use_torch = torch is not None and not args.no_torch
+    if not use_torch:
+        print("PyTorch not available (or --no-torch): printing our numbers only.\n")
+
+    bandwidth = copy_bandwidth_gb_s()
+    rows = []
+    for name in names:
+        rows += bench_config(name, *CONFIGS[name], args.repeats, bandwidth, use_torch)
+
+    env = {"python": platform.python_version(), "numpy": np.__version__,
+           "torch": torch.__version__ if use_torch else None,
+           "torch_threads": torch.get_num_threads() if use_torch else None, "cpus": os.cpu_count(),
+           "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
+           "THP_MEM_ALLOC_ENABLE": os.environ.get("THP_MEM_ALLOC_ENABLE"),
+           "copy_bandwidth_gb_s": bandwidth, "repeats": args.repeats}
+    print(f"copy bandwidth (np.copyto, 256 MiB, read+write): {bandwidth:.1f} GB/s; medians of {args.repeats} "
+          f"interleaved repeats; numpy {np.__version__}" + (f", torch {torch.__version__} "
+                                                            f"({torch.get_num_threads()} threads)" if use_torch else ""))
+    header = f"| {'config':<6} | {'operation':<20} | {'ours ms':>8} | {'torch ms':>8} | {'ratio':>6} | {'GB/s':>5} | {'% roof':>6} | note"
+    print(header)
+    print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|---")
+    for r in rows:
+        torch_ms = f"{r['torch_ms']:8.3f}" if r["torch_ms"] is not None else f"{'-':>8}"
+        ratio = f"{r['ratio']:5.2f}x" if r["ratio"] is not None else f"{'-':>6}"
+        gbs = f"{r['gb_per_s']:5.1f}" if "gb_per_s" in r else f"{'':>5}"
+        roof = f"{100 * r['roofline_fraction']:5.0f}%" if "roofline_fraction" in r else f"{'':>6}"
+        print(f"| {r['config']:<6} | {r['op']:<20} | {r['ours_ms']:8.3f} | {torch_ms} | {ratio} | {gbs} | {roof} | {r['note']}")
+
+    out = Path(args.out) if args.out else (Path(__file__).parent / "results" /
+                                          f"embeddings-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"environment": env, "rows": rows}, indent=1))
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main()
