@@ -13,52 +13,118 @@ from pathlib import Path
 import numpy as np
 
 # %% auto #0
-__all__ = ['demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_metadata', 'build_parser', 'main']
+__all__ = ['DemoInputError', 'read_text_file', 'demo', 'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_docs',
+           'cmd_metadata', 'build_parser', 'main']
 
 # %% ../nbs/92_cli.ipynb #demo
-def _default_text() -> str:
-    "About 450 KB of English: the Python documentation topics that ship with the standard library."
-    from pydoc_data.topics import topics
-    return "\n".join(topics[k] for k in sorted(topics))
+class DemoInputError(ValueError):
+    "A `--text` file that can't be used; the message is one line for the user."
 
-def demo(steps: int = 60, seed: int = 0, text: str | None = None, out=sys.stdout) -> dict:
-    "Train a tiny next-character model for `steps` steps; return the first and last losses."
-    from tinytorch.core.tokenization import CharTokenizer
-    from tinytorch.core.embeddings import TokenPositionEmbedding
-    from tinytorch.core.nn import Linear, Adam
-    from tinytorch.core.tensor import cross_entropy
-    text = _default_text() if text is None else text
-    tok = CharTokenizer()
-    tok.build_vocab([text])
-    ids = np.array(tok.encode(text), dtype=np.int64)
-    rng = np.random.default_rng(seed)
-    seq, batch, dim = 32, 32, 32
-    embed = TokenPositionEmbedding(tok.vocab_size, dim, max_seq_length=seq, positions='learned', seed=seed)
-    head = Linear(dim, tok.vocab_size, seed=seed)
-    opt = Adam(embed.parameters + head.parameters, lr=1e-2)
-    print(f"text: {len(text):,} characters, vocabulary {tok.vocab_size}; "
-          f"model: embedding {tok.vocab_size}x{dim} + learned positions + linear head", file=out)
-    losses, start = [], time.perf_counter()
-    for step in range(steps):
-        starts = rng.integers(0, len(ids) - seq - 1, batch)
-        x = np.stack([ids[s:s + seq] for s in starts])          # (batch, seq)
-        y = np.stack([ids[s + 1:s + seq + 1] for s in starts])  # (batch, seq) next characters
-        loss = cross_entropy(head(embed(x)), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        if step % max(1, steps // 6) == 0 or step == steps - 1:
-            print(f"  step {step:4d}  loss {loss.item():.3f}", file=out)
-    print(f"loss {losses[0]:.3f} -> {losses[-1]:.3f} (ln vocab = {np.log(tok.vocab_size):.3f}) "
-          f"in {time.perf_counter() - start:.1f} s", file=out)
-    return {'first_loss': losses[0], 'last_loss': losses[-1], 'vocab_size': tok.vocab_size}
+def read_text_file(path) -> str:
+    "The UTF-8 text of `path`, or DemoInputError saying exactly why not."
+    path = Path(path)
+    if not path.is_file():
+        raise DemoInputError(f"--text {path}: no such file")
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise DemoInputError(f"--text {path}: the file is empty")
+    if b'\x00' in raw[:65536]:
+        raise DemoInputError(f"--text {path}: looks like a binary file (it contains NUL bytes), expected UTF-8 text")
+    try:
+        return raw.decode('utf-8')
+    except UnicodeDecodeError as e:
+        raise DemoInputError(f"--text {path}: not UTF-8 text (invalid byte at offset {e.start})") from None
+
+def _progress_bar(steps: int, out):
+    "A progress callback: a redrawn bar on a terminal, a line every 10% otherwise."
+    tty = hasattr(out, 'isatty') and out.isatty()
+    def show(step, loss):
+        done = step + 1
+        if tty:
+            filled = int(30 * done / steps)
+            print(f"\r  [{'#' * filled}{'.' * (30 - filled)}] {done}/{steps}  loss {loss:.3f}", end='', file=out, flush=True)
+            if done == steps:
+                print(file=out)
+        elif done == steps or done % max(1, steps // 10) == 0:
+            print(f"  step {done:>5}/{steps}  loss {loss:.3f}", file=out)
+    return show
+
+def demo(steps: int = 400, seed: int = 0, text_path=None, out_dir='demo_output', plots: bool = True,
+         out=sys.stdout) -> dict:
+    "Tokenize → embed → positions → train → analyse; returns the numbers it printed."
+    from tinytorch.core import embeddings as E
+    text = read_text_file(text_path) if text_path is not None else E.default_text()
+    source = str(text_path) if text_path is not None else "Python's bundled documentation (pydoc_data.topics)"
+    print(f"tinytorch demo: next-character model on {source}, {len(text):,} characters, seed {seed}", file=out)
+    run = E.train_char_model(text, steps=steps, seed=seed, progress=_progress_bar(steps, out))
+    losses, tok = run['losses'], run['tokenizer']
+    tail = losses[-max(1, steps // 8):].mean()
+    print("\nLoss (nats per character)", file=out)
+    print(f"  uniform guess, ln({tok.vocab_size})   {run['uniform_loss']:.3f}", file=out)
+    print(f"  unigram entropy of the text   {run['unigram_entropy']:.3f}", file=out)
+    marks = sorted({0, steps // 4, steps // 2, 3 * steps // 4, steps - 1})
+    print("  curve: " + "  ".join(f"step {m}: {losses[m]:.3f}" for m in marks), file=out)
+    print(f"  final (mean of last {max(1, steps // 8)} steps)  {tail:.3f}   "
+          f"{'below' if tail < run['unigram_entropy'] else 'NOT below'} the unigram entropy", file=out)
+    groups = E.char_groups(tok)
+    before, after = E.structure_score(run['initial_table'], groups), E.structure_score(run['table'], groups)
+    print("\nStructure: cosine similarity within vs between groups (digits, vowels, upper case, punctuation)", file=out)
+    print(f"  at initialisation  within {before['within']:+.3f}  between {before['between']:+.3f}  score {before['score']:+.3f}", file=out)
+    print(f"  after training     within {after['within']:+.3f}  between {after['between']:+.3f}  score {after['score']:+.3f}", file=out)
+    print("  nearest neighbours: " + "   ".join(f"{c!r}: {n}" for c, n in E.nearest_neighbours(run['table'], tok, 'ae7T.').items()), file=out)
+    stats = run['model'].embed.tokens.get_memory_usage()
+    print(f"\nMemory: token table {tok.vocab_size} x {stats['embedding_dim']} {stats['dtype']} = "
+          f"{stats['total_memory_mb'] * 1024:.1f} KiB; the same layer at production sizes:", file=out)
+    E.analyze_embedding_system_design()
+    profiler = E.EmbeddingProfiler(repeats=10, warmup=2, seed=seed)
+    bandwidth = profiler.measure_memory_bandwidth(size_mb=128)
+    big = E.Embedding(100_000, 256, seed=seed)
+    lookup = profiler.measure_lookup_performance(big, [8, 32], [128])
+    print(f"\nThroughput: lookups in a 100,000 x 256 table; this machine copies {bandwidth:.1f} GB/s", file=out)
+    for r in lookup.values():
+        print(f"  {r['batch_size']:>3} x {r['seq_length']} ids  {r['lookup_time_ms']:7.3f} ms  "
+              f"{r['tokens_per_second'] / 1e6:6.2f} M tokens/s  {r['gb_per_s']:5.1f} GB/s  "
+              f"{100 * r['roofline_fraction']:4.0f}% of copy bandwidth", file=out)
+    print(f"  training: {run['tokens_per_second']:,.0f} tokens/s over {run['seconds']:.1f} s", file=out)
+    written = []
+    if plots:
+        written = _write_plots(run, profiler, Path(out_dir), E)
+        print(f"\nPlots written to {Path(out_dir).resolve()}/: " + ", ".join(p.name for p in written), file=out)
+    return {'losses': losses, 'unigram_entropy': run['unigram_entropy'], 'final_loss': float(tail),
+            'score_before': before['score'], 'score_after': after['score'], 'plots': written}
+
+def _write_plots(run, profiler, folder: Path, E) -> list:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.plot(run['losses'], label='training loss')
+    ax.axhline(run['unigram_entropy'], color='k', linestyle='--', label='unigram entropy')
+    ax.set_xlabel('step'); ax.set_ylabel('nats per character'); ax.set_title('Next-character loss'); ax.legend()
+    paths.append(folder / 'loss.png'); fig.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(fig)
+    ax = E.plot_embedding_map(run['table'], run['tokenizer'])
+    paths.append(folder / 'embedding_map.png'); ax.figure.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(ax.figure)
+    ax = E.PositionalEncoding(64, 200).plot(100)
+    paths.append(folder / 'positional_encoding.png'); ax.figure.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(ax.figure)
+    ax = profiler.plot_lookup_throughput()
+    paths.append(folder / 'lookup_roofline.png'); ax.figure.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(ax.figure)
+    return paths
 
 # %% ../nbs/92_cli.ipynb #course-cmds
 def _nbs_dir(value) -> Path:
     if value:
         return Path(value)
     return Path('nbs') if Path('nbs').is_dir() else Path('.')
+
+def cmd_demo(args) -> int:
+    try:
+        demo(steps=args.steps, seed=args.seed, text_path=args.text, out_dir=args.out)
+    except DemoInputError as e:
+        print(f"tinytorch demo: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 def cmd_release(args) -> int:
     from tinytorch.course.assignments import build_workspace, release
@@ -91,6 +157,14 @@ def cmd_grade(args) -> int:
         return 3
     return 0
 
+def cmd_docs(args) -> int:
+    import time as _time
+    from tinytorch.course.docs import build_docs
+    start = _time.perf_counter()
+    site = build_docs(out_dir=args.out, nbs_dir=_nbs_dir(args.nbs))
+    print(f"docs site built in {_time.perf_counter() - start:.0f} s: open {Path(site).resolve() / 'index.html'}")
+    return 0
+
 def cmd_metadata(args) -> int:
     from tinytorch.course.assignments import sync_metadata
     nbs = sorted(_nbs_dir(args.nbs).glob('[0-9][0-9]_*.ipynb'))
@@ -117,10 +191,12 @@ def _positive_int(value: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='tinytorch', description="tinytorch course commands")
     sub = parser.add_subparsers(dest='command', required=True)
-    p = sub.add_parser('demo', help="train a tiny model on real text, end to end")
-    p.add_argument('--steps', type=_positive_int, default=60)
+    p = sub.add_parser('demo', help="train embeddings on real text, end to end, and show what they learned")
+    p.add_argument('--steps', type=_positive_int, default=400)
     p.add_argument('--seed', type=int, default=0)
-    p.set_defaults(func=lambda a: demo(steps=a.steps, seed=a.seed) and 0)   # demo returns its summary dict
+    p.add_argument('--text', metavar='FILE', help="a UTF-8 text file (default: Python's bundled documentation)")
+    p.add_argument('--out', metavar='DIR', default='demo_output', help="folder for the plots (default: demo_output)")
+    p.set_defaults(func=cmd_demo)
     p = sub.add_parser('release', help="write the student version of a module's notebook")
     p.add_argument('module'); p.add_argument('--to', default='release')
     p.add_argument('--workspace', metavar='DIR', help="write a complete student workspace folder instead")
@@ -137,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--cell-timeout', type=_positive_int, default=30)
     p.add_argument('--wall-seconds', type=_positive_int, default=300)
     p.set_defaults(func=cmd_grade)
+    p = sub.add_parser('docs', help="build the docs site (executed notebooks, API, guides) into _docs/")
+    p.add_argument('--out', default='_docs'); p.add_argument('--nbs')
+    p.set_defaults(func=cmd_docs)
     p = sub.add_parser('metadata', help="set nbgrader metadata from the notebooks' markers")
     p.add_argument('--check', action='store_true'); p.add_argument('--nbs')
     p.set_defaults(func=cmd_metadata)

@@ -18,7 +18,9 @@ from .tokenization import CharTokenizer, BPETokenizer
 # %% auto #0
 __all__ = ['INIT_TYPES', 'POSITION_KINDS', 'TokenIdError', 'as_token_ids', 'init_embedding_table', 'sum_rows_by_id',
            'scatter_add_rows', 'Embedding', 'sinusoidal_table', 'PositionalEncoding', 'LearnedPositionalEmbedding',
-           'TokenPositionEmbedding', 'time_call', 'EmbeddingProfiler', 'analyze_embedding_system_design']
+           'TokenPositionEmbedding', 'default_text', 'unigram_entropy', 'char_groups', 'structure_score',
+           'nearest_neighbours', 'CharModel', 'evaluate_loss', 'train_char_model', 'plot_embedding_map',
+           'RotaryPositionalEmbedding', 'time_call', 'EmbeddingProfiler', 'analyze_embedding_system_design']
 
 # %% ../../nbs/11_embeddings.ipynb #token-id-error
 class TokenIdError(ValueError, IndexError):
@@ -430,6 +432,191 @@ class TokenPositionEmbedding:
     def __repr__(self):
         return (f"TokenPositionEmbedding({self.vocab_size}, {self.embedding_dim}, max_seq_length={self.max_seq_length}, "
                 f"positions={self.position_kind!r}, scale_embeddings={self.scale_embeddings})")
+
+# %% ../../nbs/11_embeddings.ipynb #learn-helpers
+def default_text() -> str:
+    "About 450 KB of English prose: the documentation topics shipped with Python's standard library."
+    from pydoc_data.topics import topics
+    return "\n".join(topics[key] for key in sorted(topics))
+
+def unigram_entropy(ids: np.ndarray, vocab_size: int) -> float:
+    "Entropy (nats) of the id frequencies: the loss of a model that ignores context."
+    counts = np.bincount(np.asarray(ids).ravel(), minlength=vocab_size).astype(np.float64)
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+def char_groups(tokenizer) -> Dict[str, List[int]]:
+    "Ids of digits, lower-case vowels, upper-case letters and punctuation in `tokenizer`'s vocabulary."
+    spec = {'digits': '0123456789', 'vowels': 'aeiou', 'upper case': 'ABCDEFGHIJKLMNOPQRSTUVWXYZ',
+            'punctuation': '.,;:!?'}
+    return {name: [tokenizer.char_to_idx[c] for c in chars if c in tokenizer.char_to_idx]
+            for name, chars in spec.items()}
+
+def _unit_rows(table: np.ndarray) -> np.ndarray:
+    return table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
+
+def structure_score(table: np.ndarray, groups: Dict[str, List[int]]) -> Dict[str, float]:
+    """Mean cosine similarity of rows within the same group minus between different groups.
+
+    Near 0 for a random table; positive when the groups form clusters."""
+    unit = _unit_rows(np.asarray(table, dtype=np.float64))
+    within, between = [], []
+    names = [n for n in groups if len(groups[n]) >= 2]
+    for a in names:
+        sims = unit[groups[a]] @ unit[groups[a]].T
+        within.append(sims[np.triu_indices(len(groups[a]), 1)].mean())
+        for b in names:
+            if a < b:
+                between.append((unit[groups[a]] @ unit[groups[b]].T).mean())
+    w, b = float(np.mean(within)), float(np.mean(between))
+    return {'within': w, 'between': b, 'score': w - b}
+
+def nearest_neighbours(table: np.ndarray, tokenizer, chars: str, k: int = 5) -> Dict[str, str]:
+    "For each character of `chars`, its `k` most cosine-similar characters (special tokens excluded)."
+    unit = _unit_rows(np.asarray(table, dtype=np.float64))
+    specials = {i for i, c in tokenizer.idx_to_char.items() if len(c) > 1}
+    out = {}
+    for ch in chars:
+        if ch not in tokenizer.char_to_idx:
+            continue
+        i = tokenizer.char_to_idx[ch]
+        sims = unit @ unit[i]
+        order = [j for j in np.argsort(-sims) if j != i and j not in specials][:k]
+        out[ch] = ''.join(tokenizer.idx_to_char[j] for j in order)
+    return out
+
+# %% ../../nbs/11_embeddings.ipynb #learn-train
+class CharModel:
+    "Token + position embeddings followed by a linear read-out: predicts the next character."
+
+    def __init__(self, vocab_size: int, embedding_dim: int = 32, max_seq_length: int = 64,
+                 positions: str = 'learned', seed: int = 0):
+        from tinytorch.core.nn import Linear
+        self.embed = TokenPositionEmbedding(vocab_size, embedding_dim, max_seq_length=max_seq_length,
+                                            positions=positions, seed=seed)
+        self.head = Linear(embedding_dim, vocab_size, seed=seed + 2)
+        self.parameters = self.embed.parameters + self.head.parameters
+
+    def __call__(self, ids) -> Tensor:
+        return self.head(self.embed(ids))                       # (batch, seq, vocab) logits
+
+def _batches(ids: np.ndarray, seq_length: int, batch_size: int, rng):
+    "Random windows: inputs (batch, seq) and their next-character targets."
+    starts = rng.integers(0, len(ids) - seq_length - 1, batch_size)
+    window = starts[:, None] + np.arange(seq_length)            # (batch, seq)
+    return ids[window], ids[window + 1]
+
+def evaluate_loss(model: CharModel, ids: np.ndarray, seq_length: int, batches: int = 8,
+                  batch_size: int = 32, seed: int = 1) -> float:
+    "Mean next-character loss on random windows of `ids` (no gradients recorded)."
+    from tinytorch.core.tensor import cross_entropy
+    rng = np.random.default_rng(seed)
+    with no_grad():
+        losses = [cross_entropy(model(x), y).item() for x, y in
+                  (_batches(ids, seq_length, batch_size, rng) for _ in range(batches))]
+    return float(np.mean(losses))
+
+def train_char_model(text: Optional[str] = None, steps: int = 400, seq_length: int = 32, batch_size: int = 32,
+                     embedding_dim: int = 32, positions: str = 'learned', lr: float = 0.01, seed: int = 0,
+                     max_seq_length: Optional[int] = None, progress=None) -> dict:
+    """Train a `CharModel` with Adam; returns the model, tokenizer, ids, loss history and tables.
+
+    `progress(step, loss)` is called after every step if given."""
+    from tinytorch.core.nn import Adam
+    from tinytorch.core.tensor import cross_entropy
+    steps = _check_positive_int('steps', steps)
+    text = default_text() if text is None else text
+    tokenizer = CharTokenizer()
+    tokenizer.build_vocab([text])
+    ids = np.asarray(tokenizer.encode(text), dtype=np.int64)
+    if len(ids) < seq_length + 2:
+        raise ValueError(f"the text has {len(ids)} characters; training needs more than {seq_length + 1}")
+    model = CharModel(tokenizer.vocab_size, embedding_dim, max_seq_length or seq_length, positions, seed)
+    optimizer = Adam(model.parameters, lr=lr)
+    rng = np.random.default_rng(seed)
+    initial_table = model.embed.tokens.weight.data.copy()
+    losses, start = [], time.perf_counter()
+    for step in range(steps):
+        x, y = _batches(ids, seq_length, batch_size, rng)
+        loss = cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        if progress is not None:
+            progress(step, losses[-1])
+    seconds = time.perf_counter() - start
+    return {'model': model, 'tokenizer': tokenizer, 'ids': ids, 'losses': np.array(losses),
+            'initial_table': initial_table, 'table': model.embed.tokens.weight.data.copy(),
+            'unigram_entropy': unigram_entropy(ids, tokenizer.vocab_size),
+            'uniform_loss': math.log(tokenizer.vocab_size), 'seconds': seconds,
+            'tokens_per_second': steps * batch_size * seq_length / seconds}
+
+def plot_embedding_map(table: np.ndarray, tokenizer, ax=None, title: str = 'Learned character embeddings (PCA)'):
+    "Project the rows of `table` onto their top two principal components and label each character."
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 6))
+    keep = [i for i, c in tokenizer.idx_to_char.items() if len(c) == 1 and c.isprintable() and not c.isspace()]
+    rows = np.asarray(table, dtype=np.float64)[keep]
+    centred = rows - rows.mean(axis=0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    xy = centred @ vt[:2].T                                     # (n, 2)
+    colours = {'digits': 'tab:blue', 'vowels': 'tab:red', 'upper case': 'tab:green', 'punctuation': 'tab:purple'}
+    group_of = {i: g for g, members in char_groups(tokenizer).items() for i in members}
+    for (x, y), i in zip(xy, keep):
+        ax.text(x, y, tokenizer.idx_to_char[i], color=colours.get(group_of.get(i), 'dimgray'),
+                ha='center', va='center', fontsize=9)
+    pad = 0.05 * (xy.max(axis=0) - xy.min(axis=0) + 1e-9)
+    ax.set_xlim(xy[:, 0].min() - pad[0], xy[:, 0].max() + pad[0])
+    ax.set_ylim(xy[:, 1].min() - pad[1], xy[:, 1].max() + pad[1])
+    ax.set_xlabel('component 1'); ax.set_ylabel('component 2'); ax.set_title(title)
+    return ax
+
+# %% ../../nbs/11_embeddings.ipynb #rope
+class RotaryPositionalEmbedding:
+    "Rotates dimension pairs (2i, 2i+1) of `(..., seq, dim)` queries/keys by position × θ_i."
+
+    def __init__(self, dim: int, max_seq_length: int = 2048, base: float = 10000.0):
+        self.dim = _check_positive_int('dim', dim)
+        if self.dim % 2:
+            raise ValueError(f"rotary embeddings rotate pairs of dimensions: dim must be even, got {dim}")
+        self.max_seq_length = _check_positive_int('max_seq_length', max_seq_length)
+        if not (isinstance(base, (int, float)) and base > 1):
+            raise ValueError(f"base must be a number > 1, got {base!r}")
+        self.base = float(base)
+        inv_freq = self.base ** (-np.arange(0, self.dim, 2, dtype=np.float64) / self.dim)   # (dim/2,)
+        angles = np.arange(self.max_seq_length, dtype=np.float64)[:, None] * inv_freq       # (L, dim/2)
+        self.cos, self.sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+        self.parameters = []
+
+    def forward(self, x, offset: int = 0) -> Tensor:
+        "Rotate `x` of shape (..., seq, dim); position p of the sequence is `offset + p`."
+        x = x if isinstance(x, Tensor) else Tensor(x)
+        if x.ndim < 2 or x.shape[-1] != self.dim:
+            raise ValueError(f"expected (..., seq, {self.dim}) input, got shape {x.shape}")
+        if x.dtype.kind != 'f':
+            raise TypeError(f"rotary embeddings need floating-point input, got dtype {x.dtype}")
+        seq = x.shape[-2]
+        if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
+            raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
+        if offset + seq > self.max_seq_length:
+            raise ValueError(f"positions up to {offset + seq - 1} exceed max_seq_length {self.max_seq_length}")
+        cos = self.cos[offset:offset + seq].astype(x.dtype, copy=False)      # (seq, dim/2)
+        sin = self.sin[offset:offset + seq].astype(x.dtype, copy=False)
+        def rotate(v, sign):
+            even, odd = v[..., 0::2], v[..., 1::2]
+            out = np.empty_like(v)
+            out[..., 0::2] = even * cos - sign * odd * sin
+            out[..., 1::2] = sign * even * sin + odd * cos
+            return out
+        return Tensor._from_op(rotate(x.data, 1), (x,), lambda g: (rotate(g, -1),))
+
+    def __call__(self, x, offset: int = 0) -> Tensor:
+        return self.forward(x, offset)
+
+    def __repr__(self):
+        return f"RotaryPositionalEmbedding(dim={self.dim}, max_seq_length={self.max_seq_length}, base={self.base:g})"
 
 # %% ../../nbs/11_embeddings.ipynb #timer
 def time_call(fn, repeats: int = 20, warmup: int = 3) -> Dict[str, float]:
