@@ -19,10 +19,11 @@ from .nbtests import parse_directives, _TEST_FUNC
 
 # %% auto #0
 __all__ = ['BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'SKIP_TAG', 'NBGRADER_CONFIG', 'WORKSPACE_PYPROJECT',
-           'WORKSPACE_README', 'WORKSPACE_TOOLING', 'MarkerError', 'cell_role', 'nbgrader_metadata',
-           'expected_metadata', 'sync_metadata', 'graded_parts', 'find_notebook', 'graded_notebooks', 'check_metadata',
-           'write_course', 'tool_env', 'run_nbgrader', 'secret_lines', 'notebook_text', 'find_leaks', 'release',
-           'run_notebook_tests', 'format_report', 'workspace_leaks', 'build_workspace']
+           'WORKSPACE_README', 'WORKSPACE_TOOLING', 'MarkerError', 'strip_hidden_tests', 'cell_role',
+           'nbgrader_metadata', 'expected_metadata', 'sync_metadata', 'graded_parts', 'find_notebook',
+           'graded_notebooks', 'check_metadata', 'write_course', 'tool_env', 'run_nbgrader', 'secret_lines',
+           'notebook_text', 'find_leaks', 'release', 'run_notebook_tests', 'format_report', 'workspace_leaks',
+           'build_workspace']
 
 # %% ../../nbs/91_assignments.ipynb #markers
 BEGIN_SOLUTION, END_SOLUTION = '### BEGIN SOLUTION', '### END SOLUTION'
@@ -31,6 +32,15 @@ _ANSWER = re.compile(r'^\s*<!--\s*answer:\s*(\d+(?:\.\d+)?)\s*points?\s*-->', re
 
 class MarkerError(ValueError):
     "A notebook's grading markers are inconsistent."
+
+def strip_hidden_tests(source: str) -> str:
+    "`source` without its `### BEGIN HIDDEN TESTS` … `### END HIDDEN TESTS` blocks (markers included)."
+    out, hidden = [], False
+    for line in source.splitlines(keepends=True):
+        if line.strip() == BEGIN_HIDDEN: hidden = True
+        elif line.strip() == END_HIDDEN: hidden = False
+        elif not hidden: out.append(line)
+    return ''.join(out)
 
 def _source(cell) -> str:
     src = cell.get('source', '')
@@ -377,15 +387,10 @@ The other notebooks in `nbs/` (tensor, nn, tokenization) are earlier modules, gi
 WORKSPACE_TOOLING = ('90_nbtests', '91_assignments', '92_cli')
 
 def _strip_hidden_tests(nb: dict) -> dict:
-    "A copy of `nb` whose code cells have no hidden-test blocks."
+    "A copy of `nb` whose cells have no hidden-test blocks."
     nb = copy.deepcopy(nb)
     for cell in nb['cells']:
-        lines, hidden = [], False
-        for line in _source(cell).splitlines(keepends=True):
-            if line.strip() == BEGIN_HIDDEN: hidden = True
-            elif line.strip() == END_HIDDEN: hidden = False
-            elif not hidden: lines.append(line)
-        cell['source'] = ''.join(lines)
+        cell['source'] = strip_hidden_tests(_source(cell))
     return nb
 
 def workspace_leaks(folder, secrets: set) -> list:

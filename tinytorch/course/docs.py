@@ -21,14 +21,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .assignments import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION,
-                                          cell_role, find_leaks, secret_lines)
+                                          cell_role, find_leaks, secret_lines, strip_hidden_tests)
 from .nbtests import parse_directives
 
 # %% auto #0
 __all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'FIGURE_KEY', 'FIGURE_NOTES', 'read_nb', 'notebook_module', 'course_notebooks',
-           'signature_text', 'api_markdown', 'defined_names', 'link_targets', 'linkify', 'strip_hidden_tests',
-           'prepare_notebook', 'execute_notebook', 'figure_alt', 'publish_notebook', 'api_reference', 'site_text_views',
-           'public_text', 'site_secrets', 'check_site', 'build_docs']
+           'signature_text', 'api_markdown', 'defined_names', 'link_targets', 'linkify', 'prepare_notebook',
+           'execute_notebook', 'figure_alt', 'publish_notebook', 'api_reference', 'site_text_views', 'public_text',
+           'site_secrets', 'check_site', 'build_docs']
 
 # %% ../../nbs/94_docs.ipynb #find
 _DEFAULT_EXP = re.compile(r'^#\|\s*default_exp\s+(\S+)', re.M)
@@ -182,15 +182,6 @@ def linkify(text: str, targets: dict) -> str:
 ANSWER_PLACEHOLDER = '*Your answer goes here in the assignment.*'
 DOCS_KEY = 'tinytorch_docs'   # cell metadata: the cell's role in the staged copy
 FIGURE_KEY = 'tinytorch_figure'
-
-def strip_hidden_tests(source: str) -> str:
-    "`source` without its `### BEGIN HIDDEN TESTS` … `### END HIDDEN TESTS` blocks (markers included)."
-    out, hidden = [], False
-    for line in source.splitlines(keepends=True):
-        if line.strip() == BEGIN_HIDDEN: hidden = True
-        elif line.strip() == END_HIDDEN: hidden = False
-        elif not hidden: out.append(line)
-    return ''.join(out)
 
 _FIGURE_HOOK = '''\
 def _tinytorch_docs_describe_figures():

@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinytorch.course.assignments import (
-    BEGIN_HIDDEN, END_HIDDEN, SKIP_TAG, find_notebook, run_nbgrader, tool_env, write_course,
+    find_notebook, run_nbgrader, strip_hidden_tests, tool_env, write_course,
 )
 
 # %% auto #0
 __all__ = ['CSV_FIELDS', 'repair_submission', 'isolation_level', 'isolation_available', 'run_isolated', 'exported_source',
-           'second_channel', 'strip_hidden', 'sanitize_for_feedback', 'StudentResult', 'GradingSetup', 'empty_parts',
-           'grade_one', 'write_feedback', 'find_submissions', 'prepare', 'merge_into_gradebook', 'part_status',
-           'write_grades_csv', 'grade']
+           'second_channel', 'sanitize_for_feedback', 'StudentResult', 'GradingSetup', 'empty_parts', 'grade_one',
+           'write_feedback', 'find_submissions', 'prepare', 'merge_into_gradebook', 'part_status', 'write_grades_csv',
+           'grade']
 
 # %% ../../nbs/93_grading.ipynb #check
 def _graded_ids(nb: dict) -> dict:
@@ -181,22 +181,13 @@ def second_channel(submission: dict, source_nb: Path, module: str, workdir: Path
     return json.loads(marker[-1][len('@@RESULTS@@'):])
 
 # %% ../../nbs/93_grading.ipynb #feedback
-def strip_hidden(src: str) -> str:
-    "Source without `### BEGIN HIDDEN TESTS` … `### END HIDDEN TESTS` blocks."
-    out, hidden = [], False
-    for line in src.splitlines(keepends=True):
-        if line.strip() == BEGIN_HIDDEN: hidden = True
-        elif line.strip() == END_HIDDEN: hidden = False
-        elif not hidden: out.append(line)
-    return ''.join(out)
-
 def sanitize_for_feedback(nb: dict) -> dict:
     "Remove hidden tests from sources and tracebacks from errors (messages are kept)."
     for cell in nb['cells']:
         if cell['cell_type'] != 'code':
             continue
         src = ''.join(cell['source']) if isinstance(cell['source'], list) else cell['source']
-        cell['source'] = strip_hidden(src)
+        cell['source'] = strip_hidden_tests(src)
         for out in cell.get('outputs', []):
             if out.get('output_type') == 'error':
                 out['traceback'] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
