@@ -146,6 +146,11 @@ sys.path.insert(0, sys.argv[1])
 from tinytorch.course.nbtests import NotebookRun
 run = NotebookRun(sys.argv[2])
 limit = int(sys.argv[3])
+try:
+    __import__(run.module_name)
+except BaseException as e:      # the student's exported code does not even import
+    print("@@RESULTS@@" + json.dumps({"__import__": f"{type(e).__name__}: {e}"[:300]}))
+    sys.exit(0)
 def _alarm(*_): raise TimeoutError(f"cell exceeded {limit} s")
 signal.signal(signal.SIGALRM, _alarm)
 results = {}
@@ -298,12 +303,16 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
         try:
             verdicts = second_channel(submission, setup.notebook, setup.module, second_dir,
                                       setup.cell_timeout, setup.wall_seconds, uid)
+            if '__import__' in verdicts:
+                verdicts = {gid: verdicts['__import__'] for gid in result.parts}
+                result.flags.append(f"the student's exported code does not import outside the notebook "
+                                    f"({verdicts[next(iter(verdicts))]}); the out-of-kernel re-run scores it 0")
             for gid, error in verdicts.items():
                 if gid in result.parts:
                     result.parts[gid]['second'] = 0.0 if error else result.parts[gid]['max_points']
             disagree = [gid for gid, p in result.parts.items()
                         if p['kind'] == 'test' and p['second'] is not None and p['second'] != p['points']]
-            if disagree:
+            if disagree and not any('does not import' in f for f in result.flags):
                 result.flags.append(f"the out-of-kernel re-run disagrees with nbgrader on {disagree}")
         except RuntimeError as e:
             result.flags.append(str(e))
