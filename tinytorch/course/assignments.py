@@ -15,15 +15,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .nbtests import parse_directives, _TEST_FUNC
+from .nbtests import _EXPORT_DIRECTIVES, _TEST_FUNC, parse_directives
 
 # %% auto #0
 __all__ = ['BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'SKIP_TAG', 'NBGRADER_CONFIG', 'WORKSPACE_PYPROJECT',
            'WORKSPACE_README', 'WORKSPACE_TOOLING', 'MarkerError', 'strip_hidden_tests', 'cell_role',
            'nbgrader_metadata', 'expected_metadata', 'sync_metadata', 'graded_parts', 'find_notebook',
-           'graded_notebooks', 'check_metadata', 'write_course', 'tool_env', 'run_nbgrader', 'secret_lines',
-           'notebook_text', 'find_leaks', 'release', 'run_notebook_tests', 'format_report', 'workspace_leaks',
-           'build_workspace']
+           'graded_notebooks', 'check_metadata', 'write_course', 'tool_env', 'run_nbgrader', 'public_text',
+           'secret_lines', 'notebook_text', 'find_leaks', 'release', 'run_notebook_tests', 'format_report',
+           'workspace_leaks', 'build_workspace']
 
 # %% ../../nbs/91_assignments.ipynb #markers
 BEGIN_SOLUTION, END_SOLUTION = '### BEGIN SOLUTION', '### END SOLUTION'
@@ -87,7 +87,7 @@ def cell_role(cell, where: str = 'cell') -> tuple:
         raise MarkerError(f"{where}: hidden tests outside a '#| points' test cell")
     if has_solution:
         return ('solution', cid, None)
-    if {'export', 'exports', 'exporti'} & directives.keys():
+    if _EXPORT_DIRECTIVES & directives.keys():
         return ('given', cid, None)
     return (None, None, None)
 
@@ -222,17 +222,16 @@ def run_nbgrader(course_dir, *args, timeout: float | None = None) -> subprocess.
     return subprocess.run(cmd, cwd=course_dir, capture_output=True, text=True, timeout=timeout, env=tool_env())
 
 # %% ../../nbs/91_assignments.ipynb #release
-def secret_lines(notebook, min_length: int = 30, solutions: bool = True) -> set:
-    """Non-comment lines longer than `min_length` inside hidden-test blocks and (if `solutions`)
-    solution regions and written-answer cells, minus those the given (public) part also contains."""
+def _partition(notebook, solutions: bool = True) -> tuple:
+    """(secret lines, public lines) of a notebook: lines inside hidden-test blocks and (if `solutions`)
+    solution regions and written-answer cells are secret, every other line is public."""
     nb = json.loads(Path(notebook).read_text(encoding='utf-8'))
-    secrets, public = set(), []
+    secret, public = [], []
     begins = (BEGIN_SOLUTION, BEGIN_HIDDEN) if solutions else (BEGIN_HIDDEN,)
     ends = (END_SOLUTION, END_HIDDEN) if solutions else (END_HIDDEN,)
     for cell in nb['cells']:
         if cell.get('metadata', {}).get('nbgrader', {}).get('solution') and cell['cell_type'] == 'markdown':
-            if solutions:
-                secrets.update(l.strip() for l in _source(cell).splitlines() if len(l.strip()) > min_length)
+            (secret if solutions else public).extend(_source(cell).splitlines())
             continue
         inside = False
         for line in _source(cell).splitlines():
@@ -240,14 +239,21 @@ def secret_lines(notebook, min_length: int = 30, solutions: bool = True) -> set:
                 inside = True
             elif line.strip() in ends:
                 inside = False
-            elif inside:
-                text = line.strip()
-                if len(text) > min_length and not text.startswith('#'):
-                    secrets.add(text)
             else:
-                public.append(line)
+                (secret if inside else public).append(line)
+    return secret, public
+
+def public_text(notebook) -> str:
+    "A notebook's text outside solution regions, hidden tests and written answers."
+    return '\n'.join(_partition(notebook)[1])
+
+def secret_lines(notebook, min_length: int = 30, solutions: bool = True) -> set:
+    """Lines longer than `min_length` inside hidden-test blocks and (if `solutions`) solution regions
+    and written-answer cells, minus comments and lines the public part of the notebook also shows."""
+    secret, public = _partition(notebook, solutions)
     public_text = '\n'.join(public)
-    return {s for s in secrets if s not in public_text}
+    return {t for t in (l.strip() for l in secret)
+            if len(t) > min_length and not t.startswith('#') and t not in public_text}
 
 def notebook_text(path) -> str:
     "All cell sources and outputs of a notebook as plain text (JSON escapes undone)."

@@ -21,14 +21,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .assignments import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION,
-                                          cell_role, find_leaks, secret_lines, strip_hidden_tests)
+                                          cell_role, find_leaks, public_text, secret_lines, strip_hidden_tests)
 from .nbtests import parse_directives
 
 # %% auto #0
 __all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'FIGURE_KEY', 'FIGURE_NOTES', 'read_nb', 'notebook_module', 'course_notebooks',
            'signature_text', 'api_markdown', 'defined_names', 'link_targets', 'linkify', 'prepare_notebook',
-           'execute_notebook', 'figure_alt', 'publish_notebook', 'api_reference', 'site_text_views', 'public_text',
-           'site_secrets', 'check_site', 'build_docs']
+           'execute_notebook', 'figure_alt', 'publish_notebook', 'api_reference', 'site_text_views', 'site_secrets',
+           'check_site', 'build_docs']
 
 # %% ../../nbs/94_docs.ipynb #find
 _DEFAULT_EXP = re.compile(r'^#\|\s*default_exp\s+(\S+)', re.M)
@@ -346,19 +346,6 @@ def site_text_views(path) -> list:
     if Path(path).suffix in ('.html', '.htm', '.js', '.txt'):
         views.append(html.unescape(re.sub(r'<[^>]+>', '', raw)))
     return views
-
-def public_text(notebook) -> str:
-    "The text of a notebook's cells outside solution regions, hidden tests and written answers."
-    keep = []
-    for cell in read_nb(notebook)['cells']:
-        if cell.get('metadata', {}).get('nbgrader', {}).get('solution') and cell['cell_type'] == 'markdown':
-            continue
-        inside = False
-        for line in _src(cell).splitlines():
-            if line.strip() in (BEGIN_SOLUTION, BEGIN_HIDDEN): inside = True
-            elif line.strip() in (END_SOLUTION, END_HIDDEN): inside = False
-            elif not inside: keep.append(line)
-    return '\n'.join(keep)
 
 def site_secrets(nbs_dir='nbs') -> set:
     "Lines of solution regions, hidden tests and instructor notes of the notebooks in `nbs_dir` that no notebook shows in public."

@@ -21,6 +21,7 @@ from pathlib import Path
 from tinytorch.course.assignments import (
     find_notebook, run_nbgrader, strip_hidden_tests, tool_env, write_course,
 )
+from .nbtests import _EXPORT_DIRECTIVES, parse_directives
 
 # %% auto #0
 __all__ = ['CSV_FIELDS', 'repair_submission', 'isolation_level', 'isolation_available', 'run_isolated', 'exported_source',
@@ -131,13 +132,9 @@ def exported_source(nb: dict) -> str:
     "The concatenated `#| export` cells of a notebook, directives removed: the module nbdev would write."
     parts = []
     for cell in nb['cells']:
-        if cell['cell_type'] != 'code':
-            continue
         src = ''.join(cell['source']) if isinstance(cell['source'], list) else cell['source']
-        lines = src.splitlines()
-        directives = [l[2:].strip().split(':')[0].split(' ')[0] for l in lines if l.startswith('#|')]
-        if {'export', 'exports', 'exporti'} & set(directives):
-            parts.append('\n'.join(l for l in lines if not l.startswith('#|')))
+        if cell['cell_type'] == 'code' and _EXPORT_DIRECTIVES & parse_directives(src).keys():
+            parts.append('\n'.join(l for l in src.splitlines() if not l.startswith('#|')))
     return '# exported from a student submission by tinytorch grade\n\n' + '\n\n'.join(parts) + '\n'
 
 _SECOND_CHANNEL_DRIVER = r'''
@@ -433,9 +430,9 @@ def write_grades_csv(results: list, path: Path) -> Path:
                             'status': status, 'reason': reason})
     return path
 
-def _collect(setup: GradingSetup, course_dir: Path, result: StudentResult):
-    "Copy the autograded notebook into the master course, write checked feedback, drop the work folder."
-    from tinytorch.course.assignments import find_leaks, secret_lines
+def _collect(setup: GradingSetup, course_dir: Path, result: StudentResult, hidden: set):
+    "Copy the autograded notebook into the master course, write feedback free of `hidden` lines, drop the work folder."
+    from tinytorch.course.assignments import find_leaks
     import html as _html
     if result.autograded is not None and result.autograded.exists():
         dest = course_dir / 'autograded' / result.student / setup.assignment / result.autograded.name
@@ -445,7 +442,7 @@ def _collect(setup: GradingSetup, course_dir: Path, result: StudentResult):
         result.autograded = dest
         html = write_feedback(result, setup.assignment, course_dir / 'feedback' / result.student /
                               setup.assignment / f"{setup.notebook.stem}.html")
-        leaks = find_leaks(secret_lines(setup.notebook, solutions=False), _html.unescape(html.read_text(encoding='utf-8')))
+        leaks = find_leaks(hidden, _html.unescape(html.read_text(encoding='utf-8')))
         if leaks:
             html.unlink()
             result.flags.append('feedback withheld: it contained hidden-test lines')
@@ -526,10 +523,12 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
             slots.put(slot)
 
     results = []
+    from tinytorch.course.assignments import secret_lines
+    hidden = secret_lines(setup.notebook, solutions=False)     # what feedback must never show
     guard = _GradebookGuard(course_dir / 'gradebook.db')
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for r in pool.map(work, subs):
-            _collect(setup, course_dir, r)
+            _collect(setup, course_dir, r, hidden)
             guard.check(r)
             if _STUDENT_ID.match(r.student):
                 merge_into_gradebook(course_dir, setup.assignment, r)
