@@ -5,6 +5,7 @@ Usage: python benchmarks/bench_embeddings.py [--repeats 25] [--configs 10k,50k,1
 For each configuration (vocab, dim, ids) it times, as medians of interleaved repeats (ours, torch,
 ours, torch, ...; each call gets a fresh batch of ids from a small pool):
   forward      Embedding.forward incl. id validation  vs  torch.nn.functional.embedding
+  gather       validation + gather_rows into a reused output  vs  torch.index_select(..., out=)
   validation   as_token_ids alone (its share of our forward is reported)
   bwd dense    out.backward(g) into a dense (vocab, dim) gradient  vs  torch's embedding backward
   bwd sparse   sparse=True: out.backward(g), lazily row-sparse  vs  torch sparse=True (uncoalesced)
@@ -13,22 +14,36 @@ ours, torch, ...; each call gets a fresh batch of ids from a small pool):
   train step   token+position layer: forward, backward, SGD step; peak extra memory by tracemalloc
 Both frameworks run under their no-grad mode for forward and the positional add. Lookups report
 GB/s (rows read + output written + ids read) and the fraction of this machine's copy bandwidth
-(np.copyto on 256 MiB, read + write). Prints one table and writes JSON to benchmarks/results/.
+(EmbeddingProfiler.measure_memory_bandwidth: np.copyto on 256 MiB, read + write, the better of one
+thread and all threads). Prints one table and writes JSON to benchmarks/results/.
 PyTorch is optional: without it only our numbers are printed.
+
+OMP_WAIT_POLICY=PASSIVE is set for the run (before torch loads) unless already set: by default
+PyTorch's OpenMP workers busy-wait for a few milliseconds after each call, which takes a core away
+from whatever runs next — here our own two-thread kernels, timed right after torch. Measured on
+the 2-core machine (interleaved, 10k config, gather into a reused output): ours 2.7-3.0 ms under
+the default policy, 1.7 ms under PASSIVE; torch 1.4-1.6 ms under both. Pass --omp-wait-policy
+ACTIVE (or set the variable yourself) to reproduce the biased comparison.
 """
 import argparse
 import gc
 import json
 import os
 import platform
+import sys
 import time
 import tracemalloc
 from pathlib import Path
 
+if __name__ == "__main__" and "OMP_WAIT_POLICY" not in os.environ:    # must precede torch's import
+    _args = " ".join(sys.argv[1:]).replace("--omp-wait-policy=", "--omp-wait-policy ").split()
+    _at = _args.index("--omp-wait-policy") + 1 if "--omp-wait-policy" in _args else None
+    os.environ["OMP_WAIT_POLICY"] = _args[_at] if _at is not None and _at < len(_args) else "PASSIVE"
+
 import numpy as np
 
-from tinytorch.core.embeddings import (Embedding, PositionalEncoding, TokenPositionEmbedding, as_token_ids,
-                                       sinusoidal_table)
+from tinytorch.core.embeddings import (Embedding, EmbeddingProfiler, PositionalEncoding, TokenPositionEmbedding,
+                                       as_token_ids, gather_rows, sinusoidal_table)
 from tinytorch.core.nn import SGD
 from tinytorch.core.tensor import no_grad
 
@@ -60,14 +75,6 @@ def interleaved(fns, repeats, warmup=2, setup=None):
             if i >= warmup:
                 samples[name].append(t)
     return {name: float(np.median(s) * 1e3) for name, s in samples.items()}
-
-
-def copy_bandwidth_gb_s(size_mb=256, repeats=10):
-    src = np.ones(size_mb * 2**20 // 4, np.float32)
-    dst = np.empty_like(src)
-    np.copyto(dst, src)
-    t = np.median([timed(lambda: np.copyto(dst, src)) for _ in range(repeats)])
-    return 2 * src.nbytes / t / 1e9
 
 
 def cycle(items):
@@ -112,8 +119,17 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
         else:
             t = interleaved(fns, repeats)
     moved = n * (2 * dim * table.itemsize + pool[0].itemsize)
-    row("forward", t["ours"], t.get("torch"), moved)
+    row("forward", t["ours"], t.get("torch"), moved, note="new output each call")
     row("validation", t["validate"], None, note=f"{100 * t['validate'] / t['ours']:.1f}% of our forward")
+
+    # ---- the gather alone, into a reused output (what the roofline bounds)
+    out_buf = np.zeros(shape + (dim,), table.dtype)
+    fns = {"ours": lambda: gather_rows(table, as_token_ids(ours_ids(), vocab), out_buf)}
+    if use_torch:
+        t_buf = torch.zeros(n, dim)
+        fns["torch"] = lambda: torch.index_select(t_table, 0, torch_ids().reshape(-1), out=t_buf)
+    t = interleaved(fns, repeats)
+    row("gather (reused out)", t["ours"], t.get("torch"), moved, note="incl. validation")
 
     # ---- dense backward
     ids0 = pool[0]
@@ -204,6 +220,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=25, help="timed repeats per measurement (>= 20 for the README)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated subset of {list(CONFIGS)}")
     parser.add_argument("--no-torch", action="store_true", help="time ours only, even if PyTorch is installed")
+    parser.add_argument("--omp-wait-policy", metavar="POLICY", default=None,
+                        help="OMP_WAIT_POLICY for torch's threads (default PASSIVE; see the module docstring)")
     parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/embeddings-<time>.json)")
     args = parser.parse_args()
     names = [c.strip() for c in args.configs.split(",") if c.strip()]
@@ -214,7 +232,8 @@ def main():
     if not use_torch:
         print("PyTorch not available (or --no-torch): printing our numbers only.\n")
 
-    bandwidth = copy_bandwidth_gb_s()
+    profiler = EmbeddingProfiler(repeats=20)
+    bandwidth = profiler.measure_memory_bandwidth(size_mb=256)
     rows = []
     for name in names:
         rows += bench_config(name, *CONFIGS[name], args.repeats, bandwidth, use_torch)
@@ -224,10 +243,14 @@ def main():
            "torch_threads": torch.get_num_threads() if use_torch else None, "cpus": os.cpu_count(),
            "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
            "THP_MEM_ALLOC_ENABLE": os.environ.get("THP_MEM_ALLOC_ENABLE"),
-           "copy_bandwidth_gb_s": bandwidth, "repeats": args.repeats}
-    print(f"copy bandwidth (np.copyto, 256 MiB, read+write): {bandwidth:.1f} GB/s; medians of {args.repeats} "
+           "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
+           "copy_bandwidth_gb_s": bandwidth, **profiler.bandwidth_detail, "repeats": args.repeats}
+    detail = profiler.bandwidth_detail
+    print(f"copy bandwidth (np.copyto, 256 MiB, read+write): {bandwidth:.1f} GB/s (one thread "
+          f"{detail['one_thread_gb_s']:.1f}, {detail['threads']} threads {detail['all_threads_gb_s']:.1f}); medians of {args.repeats} "
           f"interleaved repeats; numpy {np.__version__}" + (f", torch {torch.__version__} "
-                                                            f"({torch.get_num_threads()} threads)" if use_torch else ""))
+                                                            f"({torch.get_num_threads()} threads, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')})"
+                                                            if use_torch else ""))
     header = f"| {'config':<6} | {'operation':<20} | {'ours ms':>8} | {'torch ms':>8} | {'ratio':>6} | {'GB/s':>5} | {'% roof':>6} | note"
     print(header)
     print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|---")

@@ -6,8 +6,10 @@
 from __future__ import annotations
 
 import math
+import os
 import time
-from typing import Dict, List, Optional, Sequence, Union
+from concurrent.futures import ThreadPoolExecutor
+from typing import Dict, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -16,11 +18,13 @@ from .nn import _check_positive_int
 from .tokenization import CharTokenizer, BPETokenizer
 
 # %% auto #0
-__all__ = ['INIT_TYPES', 'POSITION_KINDS', 'TokenIdError', 'as_token_ids', 'init_embedding_table', 'sum_rows_by_id',
-           'scatter_add_rows', 'Embedding', 'sinusoidal_table', 'PositionalEncoding', 'LearnedPositionalEmbedding',
-           'TokenPositionEmbedding', 'default_text', 'unigram_entropy', 'char_groups', 'structure_score',
-           'nearest_neighbours', 'CharModel', 'evaluate_loss', 'train_char_model', 'plot_embedding_map',
-           'RotaryPositionalEmbedding', 'time_call', 'EmbeddingProfiler', 'analyze_embedding_system_design']
+__all__ = ['INIT_TYPES', 'HEAVY_REPEATS', 'PARALLEL_MIN_BYTES', 'POSITION_KINDS', 'TokenIdError', 'as_token_ids',
+           'init_embedding_table', 'IdRuns', 'stable_order', 'id_runs', 'by_level', 'sum_rows_by_id', 'worker_count',
+           'run_parallel', 'gather_rows', 'add_rows_at', 'scatter_add_rows', 'Embedding', 'sinusoidal_table',
+           'PositionalEncoding', 'LearnedPositionalEmbedding', 'TokenPositionEmbedding', 'default_text',
+           'unigram_entropy', 'char_groups', 'structure_score', 'nearest_neighbours', 'CharModel', 'evaluate_loss',
+           'train_char_model', 'plot_embedding_map', 'RotaryPositionalEmbedding', 'time_call', 'EmbeddingProfiler',
+           'analyze_embedding_system_design']
 
 # %% ../../nbs/11_embeddings.ipynb #token-id-error
 class TokenIdError(ValueError, IndexError):
@@ -94,47 +98,222 @@ def init_embedding_table(vocab_size: int, embedding_dim: int, init_type: str = '
     return table
     ### END SOLUTION
 
+# %% ../../nbs/11_embeddings.ipynb #sort-ids
+HEAVY_REPEATS = 32          # an id repeated more often than this is summed on its own
+
+class IdRuns(NamedTuple):
+    "The ids sorted once: every distinct id is a *run* of equal ids in sorted order."
+    order: np.ndarray     # (n,) positions sorted by id, ties in occurrence order
+    starts: np.ndarray    # (k,) where each run begins, in sorted order
+    group: np.ndarray     # (n,) run of each sorted position
+    level: np.ndarray     # (n,) occurrence number of each sorted position: 0 first, 1 second, ...
+
+def stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
+    """`np.argsort(keys, kind='stable')` for integer keys in `[0, bound)`, about 5× faster.
+
+    NumPy sorts 16-bit keys by radix (a linear pass, no comparisons); wider keys are sorted as
+    two 16-bit digits, the low digit first: a stable sort by the high digit keeps that order."""
+    if bound <= 1 << 16:
+        return np.argsort(keys.astype(np.uint16), kind='stable')
+    if bound > 1 << 32:
+        return np.argsort(keys, kind='stable')
+    low = np.argsort((keys & 0xFFFF).astype(np.uint16), kind='stable')
+    return low[np.argsort((keys[low] >> 16).astype(np.uint16), kind='stable')]
+
+def id_runs(ids: np.ndarray, num_rows: int) -> IdRuns:
+    "Sort `ids` (n,), all in `[0, num_rows)`, and describe their repeats; n must be > 0."
+    n = ids.size
+    order = stable_order(ids, num_rows)
+    sorted_ids = ids[order]
+    is_start = np.empty(n, bool)
+    is_start[0] = True
+    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=is_start[1:])
+    starts = np.flatnonzero(is_start)
+    group = np.cumsum(is_start) - 1
+    level = np.arange(n) - starts[group]
+    return IdRuns(order, starts, group, level)
+
+def by_level(positions: np.ndarray, level: np.ndarray) -> List[np.ndarray]:
+    "`positions` split into batches of one occurrence level each, lowest level first, order kept."
+    lev = level[positions]
+    positions = positions[stable_order(lev, int(lev.max()) + 1)] if lev.size else positions
+    return np.split(positions, np.flatnonzero(np.diff(level[positions])) + 1)
+
 # %% ../../nbs/11_embeddings.ipynb #scatter
 def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray):
     """Distinct `ids` (sorted) and, for each, the sum of the `rows` at its occurrences.
 
-    ids: (n,) integers; rows: (n, dim). Returns (unique_ids (k,), summed (k, dim)), same dtype as rows.
-    TODO: sort the ids (a stable argsort) and find where each run of equal ids starts; then sum
-    each run — simplest with `np.add.reduceat(rows[order], starts, axis=0)` (correct, slow on wide
-    rows), fastest with the occurrence levels described above. Handle n == 0.
+    ids: (n,) non-negative integers; rows: (n, dim). Returns (unique_ids (k,), summed (k, dim)),
+    same dtype as rows.
+    TODO: get `order, starts, group, level` from `id_runs`; then sum each run — simplest with
+    `np.add.reduceat(rows[order], starts, axis=0)` (correct, slow on wide rows), fastest with the
+    occurrence levels described above. Handle n == 0.
     """
     ### BEGIN SOLUTION
     ids = np.asarray(ids).reshape(-1)
     n = ids.size
     if n == 0:
         return ids.astype(np.int64), np.zeros((0,) + rows.shape[1:], rows.dtype)
-    order = np.argsort(ids, kind='stable')
-    sorted_ids = ids[order]
-    is_start = np.empty(n, bool)
-    is_start[0] = True
-    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=is_start[1:])
-    starts = np.flatnonzero(is_start)                       # (k,) where each group starts
+    order, starts, group, level = id_runs(ids, int(ids.max()) + 1)
     summed = np.take(rows, order[starts], axis=0)           # (k, dim) first row of each group
     if len(starts) < n:                                     # some ids repeat
-        group = np.cumsum(is_start) - 1                     # group of each sorted position
-        level = np.arange(n) - starts[group]                # 0 first occurrence, 1 second, ...
         counts = np.diff(np.append(starts, n))
-        heavy = counts > 16                                 # many repeats: one sum per group
+        heavy = counts > HEAVY_REPEATS                      # many repeats: one sum per group
         for g in np.flatnonzero(heavy):
             summed[g] = rows[order[starts[g]:starts[g] + counts[g]]].sum(axis=0)
-        rest = np.flatnonzero((level > 0) & ~heavy[group])
-        rest = rest[np.argsort(level[rest], kind='stable')]
-        for at in np.split(rest, np.flatnonzero(np.diff(level[rest])) + 1):
+        for at in by_level(np.flatnonzero((level > 0) & ~heavy[group]), level):
             summed[group[at]] += rows[order[at]]            # distinct groups within a level: exact
-    return sorted_ids[starts], summed
+    return ids[order[starts]], summed
     ### END SOLUTION
+
+# %% ../../nbs/11_embeddings.ipynb #workers
+def worker_count() -> int:
+    "Threads the fast paths may use: `TINYTORCH_NUM_THREADS` if set, else the CPUs this process may run on (at most 8)."
+    setting = os.environ.get('TINYTORCH_NUM_THREADS', '').strip()
+    if setting:
+        if not setting.isdigit() or int(setting) < 1:
+            raise ValueError(f"TINYTORCH_NUM_THREADS must be a positive integer, got {setting!r}")
+        return int(setting)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
+    return max(1, min(8, cpus))
+
+_pool: Dict[str, object] = {}
+
+def _executor(threads: int) -> ThreadPoolExecutor:
+    "The shared thread pool, with at least `threads` threads (a new one after fork(): the old one has no threads)."
+    pool = _pool.get('executor')
+    if pool is None or _pool.get('pid') != os.getpid() or pool._max_workers < threads:
+        pool = _pool['executor'] = ThreadPoolExecutor(threads, thread_name_prefix='tinytorch')
+        _pool['pid'] = os.getpid()
+    return pool
+
+def run_parallel(fn, tasks: Sequence[tuple]) -> list:
+    """`[fn(*t) for t in tasks]`, shared among up to `worker_count()` threads, this one included.
+
+    Each thread takes the next task as soon as it finishes one, so a thread that starts late just
+    does fewer. Worth it only for work that happens inside NumPy loops that release Python's global
+    lock (`np.take`, fancy assignment, arithmetic): those truly run at the same time."""
+    tasks = list(tasks)
+    threads = min(worker_count(), len(tasks))
+    if threads <= 1:
+        return [fn(*t) for t in tasks]
+    results = [None] * len(tasks)
+    todo = iter(range(len(tasks)))        # next() on a shared iterator is atomic under the GIL
+    def drain():
+        for i in todo:
+            results[i] = fn(*tasks[i])
+    futures = [_executor(threads - 1).submit(drain) for _ in range(threads - 1)]
+    try:
+        drain()
+    finally:
+        for f in futures:                 # never return while another thread may still write
+            f.exception()
+    for f in futures:
+        f.result()                        # re-raise a worker's error here
+    return results
+
+PARALLEL_MIN_BYTES = 1 << 20    # below ~1 MB the hand-off to a thread costs more than it saves
+
+def _parts(n: int, nbytes: int) -> int:
+    "How many threads to use for `n` items totalling `nbytes`."
+    return max(1, min(worker_count(), n, nbytes // PARALLEL_MIN_BYTES))
+
+def gather_rows(table: np.ndarray, ids: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """`out[...] = table[ids]` for ids already checked to be in range; `out` is `(*ids.shape, dim)`.
+
+    `np.take` on slices of the ids, shared among the threads: rows are fetched from memory in parallel."""
+    flat_ids, flat_out = ids.reshape(-1), out.reshape(-1, table.shape[1])   # (n,), (n, dim)
+    n, parts = flat_ids.size, _parts(flat_ids.size, out.nbytes)
+    pieces = 1 if parts == 1 else 4 * parts         # small pieces keep every thread busy to the end
+    cuts = [n * i // pieces for i in range(pieces + 1)]
+    run_parallel(lambda a, b: np.take(table, flat_ids[a:b], axis=0, out=flat_out[a:b], mode='clip'),
+                 list(zip(cuts[:-1], cuts[1:])))
+    return out
+
+# %% ../../nbs/11_embeddings.ipynb #add-rows
+_CHUNK_BYTES = 1 << 19      # rows staged through a buffer of this size stay in the core's cache
+
+class _ScatterPlan(NamedTuple):
+    "Where every row of a scatter-add goes, worked out once from the ids and shared by the threads."
+    order: np.ndarray        # (n,) positions sorted by id (from id_runs)
+    first_dest: np.ndarray   # (k,) ascending: the rows written by first occurrences (frequent ids excluded)
+    first_src: np.ndarray    # (k,) the position each of them comes from
+    rep_dest: np.ndarray     # (r,) later occurrences, grouped by level, ascending row within a level
+    rep_src: np.ndarray      # (r,)
+    rep_bounds: np.ndarray   # where each level's batch starts and ends in rep_*
+    heavy: list              # (row, first sorted index, count) of each id repeated > HEAVY_REPEATS times
+
+def _scatter_plan(ids: np.ndarray, num_rows: int) -> _ScatterPlan:
+    order, starts, group, level = id_runs(ids, num_rows)
+    sorted_ids = ids[order]
+    counts = np.diff(np.append(starts, ids.size))
+    light = counts <= HEAVY_REPEATS
+    reps = by_level(np.flatnonzero((level > 0) & light[group]), level)   # sorted indices, one batch per level
+    rep = np.concatenate(reps)
+    bounds = np.cumsum([0] + [len(b) for b in reps])
+    heavy = [(int(sorted_ids[starts[g]]), int(starts[g]), int(counts[g])) for g in np.flatnonzero(~light)]
+    return _ScatterPlan(order, sorted_ids[starts[light]], order[starts[light]], sorted_ids[rep], order[rep],
+                        bounds, heavy)
+
+def _scatter_rows(out, rows, plan, lo, hi, fresh, table_order):
+    "Apply the part of `plan` that lands in rows `[lo, hi)` of `out`, in occurrence order."
+    chunk = max(1, _CHUNK_BYTES // (rows.shape[1] * rows.itemsize))
+    a, b = np.searchsorted(plan.first_dest, [lo, hi])
+    if table_order:                        # most rows are touched: gather the table in row order
+        src = np.full(hi - lo, plan.order[0])                # untouched rows read any row, then get zeros
+        src[plan.first_dest[a:b] - lo] = plan.first_src[a:b]
+        untouched = np.ones(hi - lo, bool)
+        untouched[plan.first_dest[a:b] - lo] = False
+        for c in range(0, hi - lo, chunk):
+            e = min(c + chunk, hi - lo)
+            np.take(rows, src[c:e], axis=0, out=out[lo + c:lo + e], mode='clip')
+            out[lo + c + np.flatnonzero(untouched[c:e])] = 0
+    elif fresh:
+        out[lo:hi] = 0
+    buf = np.empty((chunk, rows.shape[1]), rows.dtype)                   # (chunk, dim)
+    batches = [] if table_order else [(plan.first_dest, plan.first_src, a, b, fresh)]
+    for start, end in zip(plan.rep_bounds[:-1], plan.rep_bounds[1:]):
+        lo_at, hi_at = start + np.searchsorted(plan.rep_dest[start:end], [lo, hi])
+        batches.append((plan.rep_dest, plan.rep_src, lo_at, hi_at, False))
+    for dest, sources, a, b, write in batches:
+        for c in range(a, b, chunk):
+            e = min(c + chunk, b)
+            staged = np.take(rows, sources[c:e], axis=0, out=buf[:e - c], mode='clip')
+            if write:
+                out[dest[c:e]] = staged     # the row is zero: write, don't add
+            else:
+                out[dest[c:e]] += staged
+    for row, start, count in plan.heavy:     # very frequent ids: one sum each, in occurrence order
+        if lo <= row < hi:
+            out[row] += rows[plan.order[start:start + count]].sum(axis=0)   # a fresh row is zero by now
+
+def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False) -> np.ndarray:
+    """`out[ids[j]] += rows[j]` for every j, duplicates included, in place; returns `out`.
+
+    out: (num_rows, dim); ids: (n,) in `[0, num_rows)`; rows: (n, dim). Each id's rows are added in
+    the order they occurred, as a plain loop would. `fresh=True` says `out` holds garbage (say
+    `np.empty`): the result is then the scatter-add into zeros, exactly as PyTorch computes it.
+    Large inputs are split by row range, one range per thread: no two threads write the same row."""
+    ids = ids.reshape(-1)
+    rows = rows.reshape((ids.size,) + out.shape[1:])
+    n, num_rows = ids.size, out.shape[0]
+    if n == 0:
+        if fresh:
+            out.fill(0)
+        return out
+    plan = _scatter_plan(ids, num_rows)
+    table_order = fresh and 4 * len(plan.first_dest) >= num_rows
+    parts = _parts(n, rows.nbytes)
+    if table_order:
+        cuts = np.linspace(0, num_rows, parts + 1).astype(int)
+    else:               # equal shares of the ids
+        cuts = np.concatenate(([0], ids[plan.order[np.arange(1, parts) * n // parts]], [num_rows]))
+    run_parallel(_scatter_rows, [(out, rows, plan, cuts[t], cuts[t + 1], fresh, table_order) for t in range(parts)])
+    return out
 
 def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int) -> np.ndarray:
     "Dense `(num_rows, dim)` array whose row `i` is the sum of the `rows` whose id is `i`."
-    unique_ids, summed = sum_rows_by_id(ids, rows)
-    out = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)
-    out[unique_ids] = summed     # ids are distinct now, so plain assignment is exact
-    return out
+    return add_rows_at(np.empty((num_rows,) + rows.shape[1:], dtype=rows.dtype), ids, rows, fresh=True)
 
 # %% ../../nbs/11_embeddings.ipynb #embedding
 class Embedding:
@@ -191,10 +370,10 @@ class Embedding:
 
         TODO:
         1. ids = as_token_ids(input_ids, self.vocab_size)
-        2. rows = np.empty(ids.shape + (dim,), W.dtype), filled by np.take(W, ids, axis=0, out=rows, mode='clip')
+        2. rows = np.empty(ids.shape + (dim,), W.dtype), filled by gather_rows(W, ids, rows)
         3. define grad_fn(g): flatten ids to (n,) and g to (n, dim), drop the positions whose id is
            padding_idx, and return a 1-tuple with RowSparseGrad(self.weight.shape, ids, g_rows,
-           keep_sparse=self.sparse, sum_rows=sum_rows_by_id)
+           keep_sparse=self.sparse, sum_rows=sum_rows_by_id, add_rows=add_rows_at)
         4. return Tensor._from_op(rows, (self.weight,), grad_fn)
         Allocate nothing but `rows` in the forward pass, and no float64 anywhere.
         """
@@ -202,14 +381,15 @@ class Embedding:
         ids = as_token_ids(input_ids, self.vocab_size)
         weight, pad, sparse = self.weight, self.padding_idx, self.sparse
         rows = np.empty(ids.shape + (self.embedding_dim,), weight.dtype)
-        np.take(weight.data, ids, axis=0, out=rows, mode='clip')     # ids already checked
+        gather_rows(weight.data, ids, rows)                         # ids already checked
         def grad_fn(g):
             flat_ids, flat_g = ids.reshape(-1), g.reshape(-1, g.shape[-1])
             if pad is not None:
                 keep = flat_ids != pad
                 if not keep.all():
                     flat_ids, flat_g = flat_ids[keep], flat_g[keep]
-            return (RowSparseGrad(weight.shape, flat_ids, flat_g, keep_sparse=sparse, sum_rows=sum_rows_by_id),)
+            return (RowSparseGrad(weight.shape, flat_ids, flat_g, keep_sparse=sparse,
+                                  sum_rows=sum_rows_by_id, add_rows=add_rows_at),)
         return Tensor._from_op(rows, (weight,), grad_fn)
         ### END SOLUTION
 
@@ -648,30 +828,47 @@ class EmbeddingProfiler:
         self.results: Dict[str, dict] = {}
 
     def measure_memory_bandwidth(self, size_mb: int = 256) -> float:
-        "This machine's copy bandwidth in GB/s (read + write), from `np.copyto` on `size_mb` MiB."
+        """This machine's copy bandwidth in GB/s (read + write), from `np.copyto` on `size_mb` MiB:
+        the better of one thread and `worker_count()` threads each copying a slice (the lookups use both)."""
         n = _check_positive_int('size_mb', size_mb) * 2**20 // 4
-        src, dst = np.ones(n, np.float32), np.empty(n, np.float32)
-        t = time_call(lambda: np.copyto(dst, src), repeats=max(5, self.repeats // 2), warmup=1)
-        self.bandwidth_gb_s = 2 * src.nbytes / (t['median_ms'] / 1e3) / 1e9
+        src, dst = np.ones(n, np.float32), np.zeros(n, np.float32)    # both written once: no page faults timed
+        threads = worker_count()
+        cuts = np.linspace(0, n, threads + 1).astype(int)
+        slices = [(slice(a, b),) for a, b in zip(cuts[:-1], cuts[1:])]
+        repeats = max(5, self.repeats // 2)
+        one = time_call(lambda: np.copyto(dst, src), repeats=repeats, warmup=1)
+        many = time_call(lambda: run_parallel(lambda s: np.copyto(dst[s], src[s]), slices), repeats=repeats, warmup=1)
+        rate = lambda t: 2 * src.nbytes / (t['median_ms'] / 1e3) / 1e9
+        self.bandwidth_detail = {'one_thread_gb_s': rate(one), 'all_threads_gb_s': rate(many), 'threads': threads}
+        self.bandwidth_gb_s = max(rate(one), rate(many))
         return self.bandwidth_gb_s
 
     def measure_lookup_performance(self, embedding_layer: Embedding, batch_sizes: Sequence[int],
                                    seq_lengths: Sequence[int]) -> Dict[str, dict]:
-        "Median lookup time, tokens/s and GB/s (and % of the copy roofline) per (batch, seq)."
+        """Median lookup time, tokens/s and GB/s (and % of the copy roofline) per (batch, seq).
+
+        Two timings: `forward` into a new output (what a training step pays, including the first
+        touch of fresh memory) and the bare gather into a reused output (`gather_*`), which is what
+        the roofline bounds."""
         if self.bandwidth_gb_s is None:
             self.measure_memory_bandwidth()
-        dim, itemsize = embedding_layer.embedding_dim, embedding_layer.weight.data.itemsize
+        layer = embedding_layer
+        dim, itemsize = layer.embedding_dim, layer.weight.data.itemsize
         results = {}
         for batch in batch_sizes:
             for seq in seq_lengths:
                 # a fresh batch per call, as in training: re-reading one batch would be served from cache
-                pool = self.rng.integers(0, embedding_layer.vocab_size, (self.repeats + self.warmup, batch, seq))
-                batches = iter(pool)
+                pool = self.rng.integers(0, layer.vocab_size, (self.repeats + self.warmup, batch, seq))
+                batches, again = iter(pool), iter(pool)
+                reused = np.zeros((batch, seq, dim), layer.weight.dtype)
                 with no_grad():
-                    t = time_call(lambda: embedding_layer.forward(next(batches)), self.repeats, self.warmup)
+                    t = time_call(lambda: layer.forward(next(batches)), self.repeats, self.warmup)
+                g = time_call(lambda: gather_rows(layer.weight.data, as_token_ids(next(again), layer.vocab_size), reused),
+                              self.repeats, self.warmup)
                 ids = pool[0]
                 seconds, n = t['median_ms'] / 1e3, batch * seq
                 moved = _lookup_bytes(n, dim, itemsize, ids.itemsize)
+                gather_gb_s = moved / (g['median_ms'] / 1e3) / 1e9
                 results[f"batch_{batch}_seq_{seq}"] = {
                     'batch_size': batch, 'seq_length': seq, 'total_tokens': n,
                     'lookup_time_ms': t['median_ms'], 'lookup_time_min_ms': t['min_ms'],
@@ -680,6 +877,9 @@ class EmbeddingProfiler:
                     'input_memory_mb': ids.nbytes / 2**20, 'output_memory_mb': n * dim * itemsize / 2**20,
                     'memory_bandwidth_mb_s': moved / seconds / 2**20, 'gb_per_s': moved / seconds / 1e9,
                     'roofline_fraction': moved / seconds / 1e9 / self.bandwidth_gb_s,
+                    'gather_time_ms': g['median_ms'], 'gather_gb_per_s': gather_gb_s,
+                    'gather_roofline_fraction': gather_gb_s / self.bandwidth_gb_s,
+                    'fresh_output_ms': t['median_ms'] - g['median_ms'],
                 }
         self.results['lookup'] = results
         return results
@@ -781,8 +981,10 @@ class EmbeddingProfiler:
         results = results or self.results['lookup']
         if ax is None:
             _, ax = plt.subplots(figsize=(6, 3.5))
-        rows = sorted((r['total_tokens'], r['gb_per_s']) for r in results.values())
-        ax.plot(*zip(*rows), marker='o', label='embedding lookup')
+        rows = sorted((r['total_tokens'], r['gb_per_s'], r['gather_gb_per_s']) for r in results.values())
+        tokens, fresh, reused = zip(*rows)
+        ax.plot(tokens, reused, marker='o', label='gather into a reused output')
+        ax.plot(tokens, fresh, marker='s', label='forward (new output)')
         ax.axhline(self.bandwidth_gb_s, color='k', linestyle='--', label=f'copy bandwidth {self.bandwidth_gb_s:.1f} GB/s')
         ax.set_xscale('log'); ax.set_xlabel('tokens per batch'); ax.set_ylabel('GB/s moved')
         ax.set_title('Lookups are bandwidth-bound'); ax.legend()

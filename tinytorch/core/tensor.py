@@ -116,14 +116,22 @@ def _sum_rows_simple(ids: np.ndarray, rows: np.ndarray):
     np.add.at(summed, inverse.reshape(-1), rows)
     return unique, summed
 
+def _add_rows_simple(dense: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False) -> np.ndarray:
+    """`dense[ids[j]] += rows[j]` for every j, duplicates included: the plain definition, with `np.add.at`.
+    `fresh=True`: `dense` is uninitialised memory, to be zeroed first."""
+    if fresh:
+        dense.fill(0)
+    np.add.at(dense, ids, rows)
+    return dense
+
 class RowSparseGrad:
     """The gradient of a tensor of `shape` that is zero outside some rows: row `ids[j]` gets `rows[j]`.
 
     Ids may repeat; `indices`/`values` are the coalesced form (distinct sorted ids, summed rows),
     computed once by `sum_rows` and cached. `a + b` concatenates. `keep_sparse=False` asks a leaf
-    to store the gradient densely."""
+    to store the gradient densely; `add_rows` then writes the raw pairs into it directly."""
 
-    def __init__(self, shape, ids, rows, keep_sparse: bool = True, sum_rows=None):
+    def __init__(self, shape, ids, rows, keep_sparse: bool = True, sum_rows=None, add_rows=None):
         self.shape = tuple(shape)
         ids, rows = np.asarray(ids).reshape(-1), np.asarray(rows)
         if ids.dtype.kind not in 'iu':
@@ -133,6 +141,7 @@ class RowSparseGrad:
         self._parts = [(ids, rows)]
         self.keep_sparse = bool(keep_sparse)
         self._sum_rows = sum_rows or _sum_rows_simple
+        self._add_rows = add_rows or _add_rows_simple
         self._coalesced = None
 
     dtype = property(lambda self: self._parts[0][1].dtype)
@@ -150,6 +159,12 @@ class RowSparseGrad:
             self._parts = [self._coalesced]           # drop the raw contributions
         return self._coalesced
 
+    def _raw(self):
+        "All `(ids, rows)` contributions as two arrays (the coalesced pair once it exists)."
+        if self._coalesced is not None or len(self._parts) == 1:
+            return self._parts[0]
+        return np.concatenate([i for i, _ in self._parts]), np.concatenate([r for _, r in self._parts])
+
     indices = property(lambda self: self.coalesce()[0])
     values = property(lambda self: self.coalesce()[1])
 
@@ -157,16 +172,20 @@ class RowSparseGrad:
         "Add this gradient into `dense` in place (only its rows are touched) and return `dense`."
         if dense.shape != self.shape:
             raise ValueError(f"cannot add a row-sparse gradient of shape {self.shape} into shape {dense.shape}")
-        indices, values = self.coalesce()
-        dense[indices] += values           # indices are distinct, so this is exact
-        return dense
+        if self._coalesced is not None:
+            indices, values = self._coalesced
+            dense[indices] += values       # indices are distinct, so this is exact
+            return dense
+        return self._add_rows(dense, *self._raw())
 
     def to_dense(self) -> np.ndarray:
         "The gradient as a dense array (zeros outside the touched rows)."
-        indices, values = self.coalesce()
-        out = np.zeros(self.shape, self.dtype)   # np.zeros maps zero pages lazily: untouched rows cost nothing yet
-        out[indices] = values
-        return out
+        if self._coalesced is not None:
+            indices, values = self._coalesced
+            out = np.zeros(self.shape, self.dtype)   # np.zeros maps zero pages lazily: untouched rows cost nothing yet
+            out[indices] = values
+            return out
+        return self._add_rows(np.empty(self.shape, self.dtype), *self._raw(), fresh=True)
 
     def __add__(self, other):
         if not isinstance(other, RowSparseGrad):
@@ -176,6 +195,7 @@ class RowSparseGrad:
         total = RowSparseGrad.__new__(RowSparseGrad)
         total.shape, total._parts, total._coalesced = self.shape, self._parts + other._parts, None
         total.keep_sparse, total._sum_rows = self.keep_sparse and other.keep_sparse, self._sum_rows
+        total._add_rows = self._add_rows
         return total
 
     def __repr__(self):

@@ -1,0 +1,240 @@
+"""The fast paths of module 11 against their plain definitions: sorting, scatter-add, gather, threads."""
+import multiprocessing
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import tinytorch.core.embeddings as E
+from tinytorch.core.embeddings import (Embedding, EmbeddingProfiler, add_rows_at, gather_rows, run_parallel,
+                                       scatter_add_rows, stable_order, worker_count)
+from tinytorch.core.tensor import RowSparseGrad
+
+
+@pytest.fixture
+def threads(monkeypatch, request):
+    "Run with `request.param` threads, splitting even tiny inputs (so the threaded code is what runs)."
+    monkeypatch.setenv("TINYTORCH_NUM_THREADS", str(request.param))
+    monkeypatch.setattr(E, "PARALLEL_MIN_BYTES", 1)
+    return request.param
+
+
+def loop_reference(base, ids, rows):
+    "`base[ids[j]] += rows[j]` one j at a time, in float32: the definition every fast path must match."
+    out = base.copy()
+    np.add.at(out, ids, rows)              # unbuffered and in index order: a plain loop
+    return out
+
+
+def random_case(rng, num_rows, n, dim, heavy=0):
+    ids = rng.integers(0, num_rows, n)
+    if heavy:
+        ids[rng.choice(n, size=min(n, heavy), replace=False)] = rng.integers(0, num_rows)
+    rows = rng.standard_normal((n, dim), dtype=np.float32) * 100
+    return ids, rows
+
+
+# ---------------------------------------------------------------- sorting
+
+@pytest.mark.parametrize("bound", [7, 1 << 16, (1 << 16) + 1, 3_000_000, 1 << 40])
+def test_stable_order_is_a_stable_argsort(bound):
+    rng = np.random.default_rng(bound % 1000)
+    keys = rng.integers(0, min(bound, 50), 5000) * (bound // 50 or 1)      # many ties, wide range
+    keys = np.minimum(keys, bound - 1)
+    np.testing.assert_array_equal(stable_order(keys, bound), np.argsort(keys, kind="stable"))
+
+
+# ---------------------------------------------------------------- scatter-add
+
+@pytest.mark.parametrize("threads", [1, 2, 3], indirect=True)
+@pytest.mark.parametrize("num_rows, n, heavy", [(9, 200, 0), (9, 200, 120), (50, 3000, 0), (5000, 300, 0),
+                                                (5000, 3000, 200), (70_000, 4000, 0)])
+def test_fresh_scatter_add_equals_the_loop_bit_for_bit(threads, num_rows, n, heavy):
+    # small tables are gathered in row order, large sparse ones are zeroed and scattered: both run here
+    ids, rows = random_case(np.random.default_rng(n + heavy), num_rows, n, 5, heavy)
+    garbage = np.full((num_rows, 5), np.nan, np.float32)
+    out = add_rows_at(garbage, ids, rows, fresh=True)
+    assert out is garbage
+    np.testing.assert_array_equal(out, loop_reference(np.zeros((num_rows, 5), np.float32), ids, rows))
+    np.testing.assert_array_equal(scatter_add_rows(ids, rows, num_rows), out)
+
+
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+@pytest.mark.parametrize("heavy", [0, 300])
+def test_accumulating_scatter_add_into_a_nonzero_table(threads, heavy):
+    rng = np.random.default_rng(heavy)
+    ids, rows = random_case(rng, 400, 1000, 7, heavy)
+    base = rng.standard_normal((400, 7), dtype=np.float32)
+    out = add_rows_at(base.copy(), ids, rows)
+    expected = loop_reference(base, ids, rows)
+    if heavy:   # a very frequent id's rows are summed first, then added: the same sum, rounded differently
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-3)
+    else:
+        np.testing.assert_array_equal(out, expected)
+    untouched = np.setdiff1d(np.arange(400), ids)
+    np.testing.assert_array_equal(out[untouched], base[untouched])
+
+
+@settings(max_examples=40, deadline=None)
+@given(num_rows=st.integers(1, 300), n=st.integers(0, 400), dim=st.integers(1, 4), seed=st.integers(0, 2**16),
+       fresh=st.booleans())
+def test_scatter_add_property(num_rows, n, dim, seed, fresh):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, num_rows, n) if rng.random() < 0.5 else rng.integers(0, min(num_rows, 3), n)
+    rows = rng.standard_normal((n, dim), dtype=np.float32)
+    old = os.environ.get("TINYTORCH_NUM_THREADS"), E.PARALLEL_MIN_BYTES
+    os.environ["TINYTORCH_NUM_THREADS"], E.PARALLEL_MIN_BYTES = "2", 1
+    try:
+        base = np.zeros((num_rows, dim), np.float32) if fresh else rng.standard_normal((num_rows, dim), dtype=np.float32)
+        out = add_rows_at(np.full_like(base, 7.0) if fresh else base.copy(), ids, rows, fresh=fresh)
+    finally:
+        if old[0] is None:
+            del os.environ["TINYTORCH_NUM_THREADS"]
+        else:
+            os.environ["TINYTORCH_NUM_THREADS"] = old[0]
+        E.PARALLEL_MIN_BYTES = old[1]
+    np.testing.assert_allclose(out, loop_reference(base, ids, rows), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [2], indirect=True)
+def test_threaded_embedding_backward_equals_single_threaded(threads, monkeypatch):
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 300, (8, 64))
+    ids[:, :10] = 3                                          # one heavy id, plus padding rows
+    g = rng.standard_normal((8, 64, 16), dtype=np.float32)
+    grads = []
+    for count in ("2", "1"):
+        monkeypatch.setenv("TINYTORCH_NUM_THREADS", count)
+        layer = Embedding(300, 16, padding_idx=5, seed=0)
+        layer(ids).backward(g)
+        grads.append(layer.weight.grad)
+    np.testing.assert_array_equal(grads[0], grads[1])
+    assert np.all(grads[0][5] == 0)
+
+
+# ---------------------------------------------------------------- gather
+
+@pytest.mark.parametrize("threads", [1, 2, 3], indirect=True)
+@pytest.mark.parametrize("shape", [(0,), (1,), (7,), (4, 33), (2, 3, 5)])
+def test_gather_rows_equals_fancy_indexing(threads, shape):
+    rng = np.random.default_rng(1)
+    table = rng.standard_normal((50, 6), dtype=np.float32)
+    ids = rng.integers(0, 50, shape)
+    out = np.full(shape + (6,), np.nan, np.float32)
+    assert gather_rows(table, ids, out) is out
+    np.testing.assert_array_equal(out, table[ids])
+
+
+# ---------------------------------------------------------------- threads
+
+def test_worker_count_setting(monkeypatch):
+    monkeypatch.setenv("TINYTORCH_NUM_THREADS", "3")
+    assert worker_count() == 3
+    for bad in ("0", "-2", "two", "1.5"):
+        monkeypatch.setenv("TINYTORCH_NUM_THREADS", bad)
+        with pytest.raises(ValueError, match=f"TINYTORCH_NUM_THREADS must be a positive integer, got '{bad}'"):
+            worker_count()
+    monkeypatch.delenv("TINYTORCH_NUM_THREADS")
+    assert 1 <= worker_count() <= 8
+
+
+@pytest.mark.parametrize("threads", [3], indirect=True)
+def test_run_parallel_keeps_order_and_uses_threads(threads):
+    seen = set()
+    def task(i):
+        seen.add(threading.get_ident())
+        time.sleep(0.01)
+        return i * i
+    assert run_parallel(task, [(i,) for i in range(12)]) == [i * i for i in range(12)]
+    assert len(seen) > 1, "all tasks ran on one thread"
+
+
+@pytest.mark.parametrize("threads", [2], indirect=True)
+def test_run_parallel_raises_only_after_every_task_finished(threads):
+    finished = []
+    def task(i):
+        if i == 0:
+            raise RuntimeError("task 0 failed")
+        time.sleep(0.05)
+        finished.append(i)
+    with pytest.raises(RuntimeError, match="task 0 failed"):
+        run_parallel(task, [(i,) for i in range(4)])
+    assert sorted(finished) == [1, 2, 3], "returned while other threads were still working"
+
+
+def _gather_in_child(queue):
+    table = np.arange(20, dtype=np.float32).reshape(10, 2)
+    out = np.empty((6, 2), np.float32)
+    gather_rows(table, np.array([1, 2, 3, 4, 5, 6]), out)
+    queue.put(out.tolist())
+
+
+def test_threads_work_after_fork(monkeypatch):
+    monkeypatch.setenv("TINYTORCH_NUM_THREADS", "2")
+    monkeypatch.setattr(E, "PARALLEL_MIN_BYTES", 1)
+    run_parallel(lambda i: i, [(0,), (1,)])               # the parent's pool exists before the fork
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_gather_in_child, args=(queue,))
+    child.start()
+    child.join(timeout=30)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("gather_rows hung in a forked child (the parent's thread pool was reused)")
+    assert queue.get(timeout=5) == [[2, 3], [4, 5], [6, 7], [8, 9], [10, 11], [12, 13]]
+
+
+# ---------------------------------------------------------------- row-sparse gradient hooks
+
+def test_raw_row_sparse_gradient_goes_straight_into_the_dense_array():
+    calls = []
+    def add_rows(dense, ids, rows, fresh=False):
+        calls.append(fresh)
+        return add_rows_at(dense, ids, rows, fresh=fresh)
+    ids, rows = np.array([3, 1, 3, 3]), np.arange(8, dtype=np.float32).reshape(4, 2)
+    raw = RowSparseGrad((5, 2), ids, rows, add_rows=add_rows)
+    dense = raw.to_dense()
+    assert calls == [True] and raw._coalesced is None
+    np.testing.assert_array_equal(dense, loop_reference(np.zeros((5, 2), np.float32), ids, rows))
+    base = np.ones((5, 2), np.float32)
+    np.testing.assert_array_equal(raw.add_to(base.copy()), loop_reference(base, ids, rows))
+    assert calls == [True, False]
+    raw.coalesce()                                        # from now on the coalesced pair is used
+    np.testing.assert_array_equal(raw.to_dense(), dense)
+    assert calls == [True, False]
+
+
+# ---------------------------------------------------------------- profiler
+
+def test_profiler_reports_gather_and_fresh_output_separately():
+    prof = EmbeddingProfiler(repeats=3, warmup=1)
+    bw = prof.measure_memory_bandwidth(size_mb=8)
+    detail = prof.bandwidth_detail
+    assert bw == max(detail["one_thread_gb_s"], detail["all_threads_gb_s"]) and detail["threads"] == worker_count()
+    res = prof.measure_lookup_performance(Embedding(1000, 16, seed=0), [4], [32])["batch_4_seq_32"]
+    assert res["gather_time_ms"] > 0 and res["gather_gb_per_s"] > 0
+    assert res["fresh_output_ms"] == pytest.approx(res["lookup_time_ms"] - res["gather_time_ms"])
+    assert res["gather_roofline_fraction"] == pytest.approx(res["gather_gb_per_s"] / bw)
+
+
+@pytest.mark.parametrize("threads", [2, 3], indirect=True)
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (6, 50), (400,)])
+@pytest.mark.parametrize("pad", [None, 2])
+def test_threaded_layer_is_the_one_hot_product(threads, shape, pad):
+    # forward = one_hot(ids) @ W, backward = one_hot(ids)^T @ g (padding positions left out), with
+    # duplicates (vocab 11), every fast path threaded, and empty input
+    rng = np.random.default_rng(len(shape))
+    layer = Embedding(11, 5, padding_idx=pad, seed=3)
+    ids = rng.integers(0, 11, shape)
+    one_hot = np.eye(11, dtype=np.float64)[ids.reshape(-1)]                 # (n, vocab)
+    out = layer(ids)
+    np.testing.assert_allclose(out.data.reshape(-1, 5), one_hot @ layer.weight.data, rtol=1e-6)
+    g = rng.standard_normal(shape + (5,), dtype=np.float32)
+    out.backward(g)
+    if pad is not None:
+        one_hot[:, pad] = 0
+    np.testing.assert_allclose(layer.weight.grad, one_hot.T @ g.reshape(-1, 5), rtol=1e-5, atol=1e-5)
+    assert layer.weight.grad.dtype == np.float32
