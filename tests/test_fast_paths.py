@@ -238,3 +238,14 @@ def test_threaded_layer_is_the_one_hot_product(threads, shape, pad):
         one_hot[:, pad] = 0
     np.testing.assert_allclose(layer.weight.grad, one_hot.T @ g.reshape(-1, 5), rtol=1e-5, atol=1e-5)
     assert layer.weight.grad.dtype == np.float32
+
+
+@pytest.mark.parametrize("threads", [3], indirect=True)
+def test_run_parallel_works_where_threads_cannot_start(threads, monkeypatch):
+    class NoThreads:
+        def submit(self, *args):
+            raise RuntimeError("can't start new thread")
+    monkeypatch.setattr(E, "_executor", lambda n: NoThreads())
+    assert run_parallel(lambda i: i + 1, [(i,) for i in range(5)]) == [1, 2, 3, 4, 5]
+    table = np.arange(12, dtype=np.float32).reshape(6, 2)
+    np.testing.assert_array_equal(gather_rows(table, np.array([5, 0, 5]), np.empty((3, 2), np.float32)), table[[5, 0, 5]])

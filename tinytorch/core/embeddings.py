@@ -202,7 +202,12 @@ def run_parallel(fn, tasks: Sequence[tuple]) -> list:
     def drain():
         for i in todo:
             results[i] = fn(*tasks[i])
-    futures = [_executor(threads - 1).submit(drain) for _ in range(threads - 1)]
+    futures = []
+    for _ in range(threads - 1):
+        try:
+            futures.append(_executor(threads - 1).submit(drain))
+        except RuntimeError:              # no new threads allowed (a sandbox, interpreter exit): work here
+            break
     try:
         drain()
     finally:
