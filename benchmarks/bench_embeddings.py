@@ -5,7 +5,7 @@ Usage: python benchmarks/bench_embeddings.py [--repeats 25] [--configs 10k,50k,1
 For each configuration (vocab, dim, ids) it times, as medians of interleaved repeats (ours, torch,
 ours, torch, ...; each call gets a fresh batch of ids from a small pool):
   forward      Embedding.forward incl. id validation  vs  torch.nn.functional.embedding
-  gather       validation + gather_rows into a reused output  vs  torch.index_select(..., out=)
+  gather       gather_rows (incl. validation) into a reused output  vs  torch.index_select(..., out=)
   validation   as_token_ids alone (its share of our forward is reported)
   bwd dense    out.backward(g) into a dense (vocab, dim) gradient  vs  torch's embedding backward
   bwd sparse   sparse=True: out.backward(g), lazily row-sparse  vs  torch sparse=True (uncoalesced)
@@ -124,7 +124,7 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
 
     # ---- the gather alone, into a reused output (what the roofline bounds)
     out_buf = np.zeros(shape + (dim,), table.dtype)
-    fns = {"ours": lambda: gather_rows(table, as_token_ids(ours_ids(), vocab), out_buf)}
+    fns = {"ours": lambda: gather_rows(table, ours_ids(), out_buf)}      # validates the ids first
     if use_torch:
         t_buf = torch.zeros(n, dim)
         fns["torch"] = lambda: torch.index_select(t_table, 0, torch_ids().reshape(-1), out=t_buf)

@@ -249,3 +249,25 @@ def test_run_parallel_works_where_threads_cannot_start(threads, monkeypatch):
     assert run_parallel(lambda i: i + 1, [(i,) for i in range(5)]) == [1, 2, 3, 4, 5]
     table = np.arange(12, dtype=np.float32).reshape(6, 2)
     np.testing.assert_array_equal(gather_rows(table, np.array([5, 0, 5]), np.empty((3, 2), np.float32)), table[[5, 0, 5]])
+
+
+def test_fast_paths_refuse_bad_input_and_change_nothing():
+    table = np.arange(12, dtype=np.float32).reshape(6, 2)
+    out = np.full((3, 2), -1, np.float32)
+    for ids, err, pattern in [([1, 6, 2], IndexError, "token id 6 is out of range"), ([-1, 0, 0], IndexError, "-1"),
+                              ([1.0, 2.0, 0.0], TypeError, "float64")]:
+        with pytest.raises(err, match=pattern):
+            gather_rows(table, ids, out)
+        assert np.all(out == -1), "a refused gather wrote into out"
+    for bad_out, err, pattern in [(np.empty((3, 3), np.float32), ValueError, r"shape \(3, 2\)"),
+                                  (np.empty((3, 2), np.float64), TypeError, "float64, expected float32"),
+                                  (np.empty((2, 3), np.float32).T, ValueError, "C-contiguous")]:
+        with pytest.raises(err, match=pattern):
+            gather_rows(table, [1, 2, 3], bad_out)
+    before = table.copy()
+    for ids, rows, err, pattern in [([0, 6], np.ones((2, 2), np.float32), IndexError, "token id 6"),
+                                    ([0, 1], np.ones((3, 2), np.float32), ValueError, r"need rows of shape \(2, 2\)"),
+                                    ([0, 1], np.ones((2, 2), np.float64), TypeError, "float64, the table float32")]:
+        with pytest.raises(err, match=pattern):
+            add_rows_at(table, np.array(ids), rows)
+        np.testing.assert_array_equal(table, before)

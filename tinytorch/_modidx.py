@@ -115,6 +115,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                          'tinytorch/core/embeddings.py'),
                                            'tinytorch.core.embeddings._batches': ( 'embeddings.html#_batches',
                                                                                    'tinytorch/core/embeddings.py'),
+                                           'tinytorch.core.embeddings._check_rows_out': ( 'embeddings.html#_check_rows_out',
+                                                                                          'tinytorch/core/embeddings.py'),
                                            'tinytorch.core.embeddings._check_sequence_input': ( 'embeddings.html#_check_sequence_input',
                                                                                                 'tinytorch/core/embeddings.py'),
                                            'tinytorch.core.embeddings._executor': ( 'embeddings.html#_executor',

@@ -223,10 +223,23 @@ def _parts(n: int, nbytes: int) -> int:
     "How many threads to use for `n` items totalling `nbytes`."
     return max(1, min(worker_count(), n, nbytes // PARALLEL_MIN_BYTES))
 
-def gather_rows(table: np.ndarray, ids: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """`out[...] = table[ids]` for ids already checked to be in range; `out` is `(*ids.shape, dim)`.
+def _check_rows_out(out: np.ndarray, shape: tuple, dtype, who: str):
+    "Refuse an output array that a fast path could not fill in place."
+    if not isinstance(out, np.ndarray) or out.shape != shape:
+        raise ValueError(f"{who}: out must be an array of shape {shape}, got {getattr(out, 'shape', type(out).__name__)}")
+    if out.dtype != dtype:
+        raise TypeError(f"{who}: out has dtype {out.dtype}, expected {dtype}")
+    if not out.flags.c_contiguous:
+        raise ValueError(f"{who}: out must be C-contiguous (a fresh array, not a strided view)")
 
-    `np.take` on slices of the ids, shared among the threads: rows are fetched from memory in parallel."""
+def gather_rows(table: np.ndarray, ids, out: np.ndarray, checked: bool = False) -> np.ndarray:
+    """`out[...] = table[ids]`, in place; `out` is `(*ids.shape, dim)` with the table's dtype.
+
+    `np.take` on slices of the ids, shared among the threads: rows are fetched from memory in
+    parallel. `checked=True` says the ids already passed `as_token_ids` (the forward's case)."""
+    if not checked:
+        ids = as_token_ids(ids, table.shape[0])
+    _check_rows_out(out, ids.shape + table.shape[1:], table.dtype, 'gather_rows')
     flat_ids, flat_out = ids.reshape(-1), out.reshape(-1, table.shape[1])   # (n,), (n, dim)
     n, parts = flat_ids.size, _parts(flat_ids.size, out.nbytes)
     pieces = 1 if parts == 1 else 4 * parts         # small pieces keep every thread busy to the end
@@ -299,8 +312,12 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
     the order they occurred, as a plain loop would. `fresh=True` says `out` holds garbage (say
     `np.empty`): the result is then the scatter-add into zeros, exactly as PyTorch computes it.
     Large inputs are split by row range, one range per thread: no two threads write the same row."""
-    ids = ids.reshape(-1)
-    rows = rows.reshape((ids.size,) + out.shape[1:])
+    ids = as_token_ids(ids, out.shape[0]).reshape(-1)
+    rows = np.asarray(rows)
+    if rows.shape[:1] != ids.shape or rows.shape[1:] != out.shape[1:]:
+        raise ValueError(f"add_rows_at: {ids.size} ids need rows of shape {ids.shape + out.shape[1:]}, got {rows.shape}")
+    if rows.dtype != out.dtype:
+        raise TypeError(f"add_rows_at: rows have dtype {rows.dtype}, the table {out.dtype}")
     n, num_rows = ids.size, out.shape[0]
     if n == 0:
         if fresh:
@@ -375,7 +392,7 @@ class Embedding:
 
         TODO:
         1. ids = as_token_ids(input_ids, self.vocab_size)
-        2. rows = np.empty(ids.shape + (dim,), W.dtype), filled by gather_rows(W, ids, rows)
+        2. rows = np.empty(ids.shape + (dim,), W.dtype), filled by gather_rows(W, ids, rows, checked=True)
         3. define grad_fn(g): flatten ids to (n,) and g to (n, dim), drop the positions whose id is
            padding_idx, and return a 1-tuple with RowSparseGrad(self.weight.shape, ids, g_rows,
            keep_sparse=self.sparse, sum_rows=sum_rows_by_id, add_rows=add_rows_at)
@@ -386,7 +403,7 @@ class Embedding:
         ids = as_token_ids(input_ids, self.vocab_size)
         weight, pad, sparse = self.weight, self.padding_idx, self.sparse
         rows = np.empty(ids.shape + (self.embedding_dim,), weight.dtype)
-        gather_rows(weight.data, ids, rows)                         # ids already checked
+        gather_rows(weight.data, ids, rows, checked=True)
         def grad_fn(g):
             flat_ids, flat_g = ids.reshape(-1), g.reshape(-1, g.shape[-1])
             if pad is not None:
@@ -868,8 +885,7 @@ class EmbeddingProfiler:
                 reused = np.zeros((batch, seq, dim), layer.weight.dtype)
                 with no_grad():
                     t = time_call(lambda: layer.forward(next(batches)), self.repeats, self.warmup)
-                g = time_call(lambda: gather_rows(layer.weight.data, as_token_ids(next(again), layer.vocab_size), reused),
-                              self.repeats, self.warmup)
+                g = time_call(lambda: gather_rows(layer.weight.data, next(again), reused), self.repeats, self.warmup)
                 ids = pool[0]
                 seconds, n = t['median_ms'] / 1e3, batch * seq
                 moved = _lookup_bytes(n, dim, itemsize, ids.itemsize)
