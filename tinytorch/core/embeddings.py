@@ -145,7 +145,7 @@ def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray):
 
     ids: (n,) non-negative integers; rows: (n, dim). Returns (unique_ids (k,), summed (k, dim)),
     same dtype as rows.
-    TODO: get `order, starts, group, level` from `id_runs`; then sum each run — simplest with
+    TODO: get `order, starts, group, level = id_runs(ids, int(ids.max()) + 1)`; then sum each run — simplest with
     `np.add.reduceat(rows[order], starts, axis=0)` (correct, slow on wide rows), fastest with the
     occurrence levels described above. Handle n == 0.
     """
