@@ -30,28 +30,32 @@ import gc
 import json
 import os
 import platform
-import sys
 import time
 import tracemalloc
 from pathlib import Path
 
-if __name__ == "__main__" and "OMP_WAIT_POLICY" not in os.environ:    # must precede torch's import
-    _args = " ".join(sys.argv[1:]).replace("--omp-wait-policy=", "--omp-wait-policy ").split()
-    _at = _args.index("--omp-wait-policy") + 1 if "--omp-wait-policy" in _args else None
-    os.environ["OMP_WAIT_POLICY"] = _args[_at] if _at is not None and _at < len(_args) else "PASSIVE"
-
 import numpy as np
 
 from tinytorch.core.embeddings import (Embedding, EmbeddingProfiler, PositionalEncoding, TokenPositionEmbedding,
-                                       as_token_ids, gather_rows, sinusoidal_table)
+                                       _lookup_bytes, as_token_ids, gather_rows, sinusoidal_table)
 from tinytorch.core.nn import SGD
 from tinytorch.core.tensor import no_grad
 
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError:  # PyTorch is a reference peer, never a dependency
-    torch = None
+torch = F = None    # PyTorch is a reference peer, never a dependency: load_torch() imports it if present
+
+
+def load_torch(wait_policy=None):
+    "Import torch after setting OMP_WAIT_POLICY (its OpenMP runtime reads it once, at load). False if absent."
+    global torch, F
+    if wait_policy:
+        os.environ["OMP_WAIT_POLICY"] = wait_policy
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return False
+    return True
 
 CONFIGS = {"10k": (10_000, 256, (32, 256)), "50k": (50_000, 512, (64, 512)), "100k": (100_000, 1024, (8, 2048))}
 POOL = 4            # distinct id batches per configuration, used in turn
@@ -118,7 +122,7 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
                 t = interleaved(fns, repeats)
         else:
             t = interleaved(fns, repeats)
-    moved = n * (2 * dim * table.itemsize + pool[0].itemsize)
+    moved = _lookup_bytes(n, dim, table.itemsize, pool[0].itemsize)
     row("forward", t["ours"], t.get("torch"), moved, note="new output each call")
     row("validation", t["validate"], None, note=f"{100 * t['validate'] / t['ours']:.1f}% of our forward")
 
@@ -228,7 +232,7 @@ def main():
     unknown = [c for c in names if c not in CONFIGS]
     if unknown or args.repeats < 1:
         parser.error(f"unknown configs {unknown}" if unknown else "--repeats must be >= 1")
-    use_torch = torch is not None and not args.no_torch
+    use_torch = not args.no_torch and load_torch(args.omp_wait_policy)
     if not use_torch:
         print("PyTorch not available (or --no-torch): printing our numbers only.\n")
 

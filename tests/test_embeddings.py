@@ -7,18 +7,16 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
+from definitions import dense_reference, one_hot
 from gradcheck import check_gradients
 from tinytorch.core.embeddings import (
     Embedding, LearnedPositionalEmbedding, PositionalEncoding, TokenIdError, TokenPositionEmbedding,
-    as_token_ids, scatter_add_rows, sinusoidal_table, sum_rows_by_id,
+    _add_positions, as_token_ids, scatter_add_rows, sinusoidal_table, sum_rows_by_id,
 )
-from tinytorch.core.tensor import Tensor
+from tinytorch.core.nn import SGD, Adam
+from tinytorch.core.tensor import RowSparseGrad, Tensor
 
 FIXTURES = np.load(Path(__file__).parent / "fixtures" / "torch_embeddings.npz")
-
-
-def one_hot(ids, vocab):
-    return np.eye(vocab, dtype=np.float64)[np.asarray(ids).reshape(-1)]
 
 
 # ---------------------------------------------------------------- parity with PyTorch (fixtures)
@@ -274,7 +272,6 @@ def test_sinusoidal_is_accurate_far_out():
 
 
 def test_training_moves_only_used_rows():
-    from tinytorch.core.nn import SGD
     layer = TokenPositionEmbedding(12, 4, max_seq_length=8, padding_idx=0, seed=0)
     before = layer.tokens.weight.data.copy()
     ids = np.array([[3, 4, 0, 0], [4, 5, 6, 0]])
@@ -286,21 +283,6 @@ def test_training_moves_only_used_rows():
 
 
 # ---------------------------------------------------------------- fast paths (issue #5)
-
-from tinytorch.core.embeddings import (  # noqa: E402
-    LearnedPositionalEmbedding as _LPE, PositionalEncoding as _PE, _add_positions)
-from tinytorch.core.nn import SGD, Adam  # noqa: E402
-from tinytorch.core.tensor import RowSparseGrad  # noqa: E402
-
-
-def _dense_reference(ids, g, vocab, pad=None):
-    "One-hot(ids)ᵀ @ g in float64, padding row zeroed: the definition of the table's gradient."
-    dim = g.shape[-1]
-    ref = one_hot(ids, vocab).T @ np.asarray(g, np.float64).reshape(-1, dim)
-    if pad is not None:
-        ref[pad] = 0
-    return ref
-
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint64])
 def test_validation_every_integer_dtype(dtype):
@@ -358,7 +340,7 @@ def test_backward_duplicates_heavy_ids_padding(sparse, pad):
     assert isinstance(grad, RowSparseGrad) == sparse
     dense = grad.to_dense() if sparse else grad
     assert dense.dtype == np.float32
-    np.testing.assert_allclose(dense, _dense_reference(ids, g, 9, pad), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dense, dense_reference(ids, g, 9, pad), rtol=1e-5, atol=1e-5)
     if sparse:
         expected = sorted(set(ids.ravel().tolist()) - {pad})
         assert grad.indices.tolist() == expected
@@ -396,11 +378,11 @@ def test_sparse_grads_accumulate_over_two_backward_calls():
     a, b = rng.integers(0, 20, (3, 7)), rng.integers(0, 20, (5,))
     ga, gb = rng.normal(size=(3, 7, 4)).astype(np.float32), rng.normal(size=(5, 4)).astype(np.float32)
     layer(a).backward(ga)
-    np.testing.assert_allclose(layer.weight.grad.to_dense(), _dense_reference(a, ga, 20, 3), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(layer.weight.grad.to_dense(), dense_reference(a, ga, 20, 3), rtol=1e-5, atol=1e-6)
     layer(b).backward(gb)
     grad = layer.weight.grad
     assert isinstance(grad, RowSparseGrad)
-    expected = _dense_reference(a, ga, 20, 3) + _dense_reference(b, gb, 20, 3)
+    expected = dense_reference(a, ga, 20, 3) + dense_reference(b, gb, 20, 3)
     np.testing.assert_allclose(grad.to_dense(), expected, rtol=1e-5, atol=1e-6)
     assert grad.indices.tolist() == sorted(set(a.ravel()) | set(b.ravel()) - {3})
 
@@ -414,7 +396,7 @@ def test_dense_grads_accumulate_in_place_over_two_backward_calls():
     held = layer.weight.grad
     layer(a).backward(g)
     assert layer.weight.grad is held, "a row-sparse contribution is added into the existing array"
-    np.testing.assert_allclose(held, 2 * _dense_reference(a, g, 20), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(held, 2 * dense_reference(a, g, 20), rtol=1e-5, atol=1e-5)
 
 
 def test_tied_weight_and_dense_use_combine_exactly():
@@ -426,7 +408,7 @@ def test_tied_weight_and_dense_use_combine_exactly():
     ga, gb = rng.normal(size=(8, 3)).astype(np.float32), rng.normal(size=(6, 3)).astype(np.float32)
     (first(a) * Tensor(ga)).sum().__add__((second(b) * Tensor(gb)).sum()).backward()
     assert isinstance(first.weight.grad, RowSparseGrad)
-    np.testing.assert_allclose(first.weight.grad.to_dense(), _dense_reference(a, ga, 10) + _dense_reference(b, gb, 10),
+    np.testing.assert_allclose(first.weight.grad.to_dense(), dense_reference(a, ga, 10) + dense_reference(b, gb, 10),
                                rtol=1e-5, atol=1e-6)
     # the same table also used densely: the gradients meet in the graph and become one dense array
     for dense_first in (False, True):                    # the two gradients meet in either order
@@ -434,7 +416,7 @@ def test_tied_weight_and_dense_use_combine_exactly():
         lookup, dense_use = (first(a) * Tensor(ga)).sum(), (first.weight * 2.0).sum()
         (dense_use + lookup if dense_first else lookup + dense_use).backward()
         assert isinstance(first.weight.grad, np.ndarray)
-        np.testing.assert_allclose(first.weight.grad, _dense_reference(a, ga, 10) + 2.0, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(first.weight.grad, dense_reference(a, ga, 10) + 2.0, rtol=1e-5, atol=1e-6)
 
 
 def test_weight_that_is_not_a_leaf_gets_a_dense_gradient():
@@ -444,7 +426,7 @@ def test_weight_that_is_not_a_leaf_gets_a_dense_gradient():
     ids = np.array([1, 1, 5])
     layer(ids).backward(np.ones((3, 2), np.float32))
     assert isinstance(base.grad, np.ndarray)
-    np.testing.assert_allclose(base.grad, 3.0 * _dense_reference(ids, np.ones((3, 2)), 6))
+    np.testing.assert_allclose(base.grad, 3.0 * dense_reference(ids, np.ones((3, 2)), 6))
 
 
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
@@ -521,11 +503,11 @@ def test_sparse_training_builds_no_table_sized_array():
 def test_inplace_positions_match_out_of_place_and_keep_gradients():
     rng = np.random.default_rng(10)
     x = rng.normal(size=(2, 5, 4)).astype(np.float32)
-    pe = _PE(4, 8)
+    pe = PositionalEncoding(4, 8)
     np.testing.assert_array_equal(pe(Tensor(x.copy()), inplace=True).data, pe(Tensor(x)).data)
     with pytest.raises(ValueError, match="leaf"):
         pe(Tensor(x, requires_grad=True), inplace=True)
-    lpe = _LPE(8, 4, seed=0)
+    lpe = LearnedPositionalEmbedding(8, 4, seed=0)
     g = rng.normal(size=(2, 5, 4)).astype(np.float32)
     for inplace in (False, True):
         lpe.position_embedding.weight.grad = None

@@ -13,8 +13,8 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
-from .tensor import RowSparseGrad, Tensor, _unbroadcast, no_grad
-from .nn import _check_positive_int
+from .tensor import RowSparseGrad, Tensor, _unbroadcast, cross_entropy, no_grad
+from .nn import Adam, Linear, _check_positive_int
 from .tokenization import CharTokenizer, BPETokenizer
 
 # %% auto #0
@@ -693,7 +693,6 @@ class CharModel:
 
     def __init__(self, vocab_size: int, embedding_dim: int = 32, max_seq_length: int = 64,
                  positions: str = 'learned', seed: int = 0):
-        from tinytorch.core.nn import Linear
         self.embed = TokenPositionEmbedding(vocab_size, embedding_dim, max_seq_length=max_seq_length,
                                             positions=positions, seed=seed)
         self.head = Linear(embedding_dim, vocab_size, seed=seed + 2)
@@ -711,7 +710,6 @@ def _batches(ids: np.ndarray, seq_length: int, batch_size: int, rng):
 def evaluate_loss(model: CharModel, ids: np.ndarray, seq_length: int, batches: int = 8,
                   batch_size: int = 32, seed: int = 1) -> float:
     "Mean next-character loss on random windows of `ids` (no gradients recorded)."
-    from tinytorch.core.tensor import cross_entropy
     rng = np.random.default_rng(seed)
     with no_grad():
         losses = [cross_entropy(model(x), y).item() for x, y in
@@ -724,8 +722,6 @@ def train_char_model(text: Optional[str] = None, steps: int = 400, seq_length: i
     """Train a `CharModel` with Adam; returns the model, tokenizer, ids, loss history and tables.
 
     `progress(step, loss)` is called after every step if given."""
-    from tinytorch.core.nn import Adam
-    from tinytorch.core.tensor import cross_entropy
     steps = _check_positive_int('steps', steps)
     text = default_text() if text is None else text
     tokenizer = CharTokenizer()
@@ -787,9 +783,8 @@ class RotaryPositionalEmbedding:
         if not (isinstance(base, (int, float)) and base > 1):
             raise ValueError(f"base must be a number > 1, got {base!r}")
         self.base = float(base)
-        inv_freq = self.base ** (-np.arange(0, self.dim, 2, dtype=np.float64) / self.dim)   # (dim/2,)
-        angles = np.arange(self.max_seq_length, dtype=np.float64)[:, None] * inv_freq       # (L, dim/2)
-        self.cos, self.sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+        table = sinusoidal_table(self.max_seq_length, self.dim, self.base)   # (L, dim): the same angles p·θ_i
+        self.sin, self.cos = table[:, 0::2].copy(), table[:, 1::2].copy()     # (L, dim/2) each
         self.parameters = []
 
     def forward(self, x, offset: int = 0) -> Tensor:

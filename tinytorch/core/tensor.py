@@ -150,18 +150,13 @@ class RowSparseGrad:
     def coalesce(self):
         "`(indices, values)`: distinct sorted row ids and the summed row of each (computed once)."
         if self._coalesced is None:
-            if len(self._parts) == 1:
-                ids, rows = self._parts[0]
-            else:
-                ids = np.concatenate([i for i, _ in self._parts])
-                rows = np.concatenate([r for _, r in self._parts])
-            self._coalesced = self._sum_rows(ids, rows)
+            self._coalesced = self._sum_rows(*self._raw())
             self._parts = [self._coalesced]           # drop the raw contributions
         return self._coalesced
 
     def _raw(self):
         "All `(ids, rows)` contributions as two arrays (the coalesced pair once it exists)."
-        if self._coalesced is not None or len(self._parts) == 1:
+        if len(self._parts) == 1:
             return self._parts[0]
         return np.concatenate([i for i, _ in self._parts]), np.concatenate([r for _, r in self._parts])
 

@@ -20,40 +20,26 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .assignments import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION,
+from .assignments import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, _source,
                                           cell_role, find_leaks, public_text, secret_lines, strip_hidden_tests)
-from .nbtests import parse_directives
+from .nbtests import _EXPORT_DIRECTIVES, parse_directives, read_notebook
 
 # %% auto #0
-__all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'FIGURE_KEY', 'FIGURE_NOTES', 'read_nb', 'notebook_module', 'course_notebooks',
-           'signature_text', 'api_markdown', 'defined_names', 'link_targets', 'linkify', 'prepare_notebook',
-           'execute_notebook', 'figure_alt', 'publish_notebook', 'api_reference', 'site_text_views', 'site_secrets',
-           'check_site', 'build_docs']
+__all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'FIGURE_KEY', 'FIGURE_NOTES', 'read_nb', 'course_notebooks', 'signature_text',
+           'api_markdown', 'documented_names', 'link_targets', 'linkify', 'prepare_notebook', 'execute_notebook',
+           'figure_alt', 'publish_notebook', 'api_reference', 'site_text_views', 'site_secrets', 'check_site',
+           'build_docs']
 
 # %% ../../nbs/94_docs.ipynb #find
-_DEFAULT_EXP = re.compile(r'^#\|\s*default_exp\s+(\S+)', re.M)
-
-def _src(cell) -> str:
-    src = cell.get('source', '')
-    return ''.join(src) if isinstance(src, list) else src
-
 def read_nb(path) -> dict:
     "A notebook as a plain dict."
     return json.loads(Path(path).read_text(encoding='utf-8'))
-
-def notebook_module(nb) -> str | None:
-    "The `default_exp` of a notebook (dict or path), e.g. `'core.embeddings'`, or None."
-    if not isinstance(nb, dict): nb = read_nb(nb)
-    for cell in nb['cells']:
-        if cell['cell_type'] == 'code' and (m := _DEFAULT_EXP.search(_src(cell))):
-            return m.group(1)
-    return None
 
 def course_notebooks(nbs_dir='nbs', prefix: str | None = 'core.') -> list:
     "`(path, module)` of the numbered notebooks in `nbs_dir` that export a module starting with `prefix` (None: all)."
     found = []
     for path in sorted(Path(nbs_dir).glob('[0-9]*.ipynb')):
-        module = notebook_module(path)
+        module = read_notebook(path)[0]        # its default_exp
         if module and (prefix is None or module.startswith(prefix)):
             found.append((path, module))
     return found
@@ -134,7 +120,7 @@ def api_markdown(obj, name: str, module: str, index: bool = True, linkify=None) 
     return _fence('py:data', name, opts, '', 5)
 
 # %% ../../nbs/94_docs.ipynb #names
-def defined_names(source: str) -> list:
+def documented_names(source: str) -> list:
     "Public functions and classes defined at the top level of `source`, in order."
     try:
         tree = ast.parse(source)
@@ -210,7 +196,7 @@ def prepare_notebook(nb: dict) -> dict:
     nb = copy.deepcopy(nb)
     cells = []
     for i, cell in enumerate(nb['cells']):
-        src, meta = _src(cell), cell.setdefault('metadata', {})
+        src, meta = _source(cell), cell.setdefault('metadata', {})
         role = cell_role(cell, where=f"cell {i} ({cell.get('id')})")[0]
         meta[DOCS_KEY] = {'role': role}
         if cell['cell_type'] == 'markdown' and role == 'answer':
@@ -223,7 +209,7 @@ def prepare_notebook(nb: dict) -> dict:
             if directives.get('eval', '').strip().lower() == 'false':
                 meta.setdefault('tags', []).append('skip-execution')
         cells.append(cell)
-    if any(c['cell_type'] == 'code' and _PLOTS.search(_src(c)) for c in cells):   # importing matplotlib takes ~1 s
+    if any(c['cell_type'] == 'code' and _PLOTS.search(_source(c)) for c in cells):   # importing matplotlib takes ~1 s
         hook = {'cell_type': 'code', 'id': 'tinytorch-docs-figure-hook', 'execution_count': None, 'outputs': [],
                 'metadata': {DOCS_KEY: {'role': 'setup'}}, 'source': _FIGURE_HOOK}
         cells = [hook] + cells
@@ -287,24 +273,24 @@ def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict
         tags = [t for t in cell['metadata'].get('tags', []) if t != 'skip-execution']
         cell['metadata'] = {'tags': tags} if tags else {}
         if cell['cell_type'] == 'markdown':
-            cell['source'] = link(_src(cell))
+            cell['source'] = link(_source(cell))
             out.append(cell); continue
         if cell['cell_type'] != 'code': out.append(cell); continue
         if role == 'setup' or 'default_exp' in directives or 'hide' in directives:
             continue
-        if {'export', 'exports', 'exporti'} & directives.keys():
+        if _EXPORT_DIRECTIVES & directives.keys():
             if 'exporti' in directives: continue
-            for name in defined_names(_src(cell)):
+            for name in documented_names(_source(cell)):
                 if not hasattr(mod, name):
                     raise RuntimeError(f"{name} is defined in an exported cell but missing from tinytorch.{module}")
                 entry = api_markdown(getattr(mod, name), name, mod.__name__, index=False, linkify=link)
                 out.append(_md_cell(entry, f"{cell.get('id', 'cell')}-api-{name}"))
             continue
-        if role == 'solution' or BEGIN_SOLUTION in _src(cell) or str(directives.get('echo', '')).lower() == 'false':
+        if role == 'solution' or BEGIN_SOLUTION in _source(cell) or str(directives.get('echo', '')).lower() == 'false':
             cell['source'] = ''
             cell['metadata']['tags'] = sorted(set(tags) | {'remove-input'})
         else:
-            cell['source'] = _strip_directives(_src(cell))
+            cell['source'] = _strip_directives(_source(cell))
         if str(directives.get('output', '')).lower() == 'false': cell['outputs'] = []
         alts = []
         for output in cell.get('outputs', []):

@@ -300,16 +300,17 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
         try:
             verdicts = second_channel(submission, setup.notebook, setup.module, second_dir,
                                       setup.cell_timeout, setup.wall_seconds, uid)
-            if '__import__' in verdicts:
-                verdicts = {gid: verdicts['__import__'] for gid in result.parts}
+            import_error = verdicts.pop('__import__', None)
+            if import_error:
+                verdicts = {gid: import_error for gid, p in result.parts.items() if p['kind'] == 'test'}
                 result.flags.append(f"the student's exported code does not import outside the notebook "
-                                    f"({verdicts[next(iter(verdicts))]}); the out-of-kernel re-run scores it 0")
+                                    f"({import_error}); the out-of-kernel re-run scores it 0")
             for gid, error in verdicts.items():
                 if gid in result.parts:
                     result.parts[gid]['second'] = 0.0 if error else result.parts[gid]['max_points']
             disagree = [gid for gid, p in result.parts.items()
                         if p['kind'] == 'test' and p['second'] is not None and p['second'] != p['points']]
-            if disagree and not any('does not import' in f for f in result.flags):
+            if disagree and not import_error:
                 result.flags.append(f"the out-of-kernel re-run disagrees with nbgrader on {disagree}")
         except RuntimeError as e:
             result.flags.append(str(e))
@@ -497,47 +498,49 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
     submissions_dir = Path(submissions_dir)
     course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
     setup = prepare(module, nbs_dir, course_dir, cell_timeout, wall_seconds, isolate)
-    subs = _snapshot_submissions(find_submissions(submissions_dir, setup.notebook.name), course_dir / '.snapshot')
-    if not subs:
-        raise FileNotFoundError(f"no student folders in {submissions_dir}")
-    level = isolation_level() if isolate else 'none'
-    log(f"grading {len(subs)} submission(s) of {setup.assignment} with {jobs} job(s); isolation: " + {
-        'full': "own PID namespace and unprivileged user id per submission",
-        'pid': "own PID namespace only (this Python can't run as an unprivileged user; see the guide)",
-        'none': "NONE (needs root, unshare and setpriv; see the guide)"}[level])
-    import queue
-    slots = queue.Queue()
-    for k in range(jobs):
-        slots.put(k)
+    try:
+        subs = _snapshot_submissions(find_submissions(submissions_dir, setup.notebook.name), course_dir / '.snapshot')
+        if not subs:
+            raise FileNotFoundError(f"no student folders in {submissions_dir}")
+        level = isolation_level() if isolate else 'none'
+        log(f"grading {len(subs)} submission(s) of {setup.assignment} with {jobs} job(s); isolation: " + {
+            'full': "own PID namespace and unprivileged user id per submission",
+            'pid': "own PID namespace only (this Python can't run as an unprivileged user; see the guide)",
+            'none': "NONE (needs root, unshare and setpriv; see the guide)"}[level])
+        import queue
+        slots = queue.Queue()
+        for k in range(jobs):
+            slots.put(k)
 
-    def work(item):
-        student, path = item
-        if not _STUDENT_ID.match(student):
-            source = json.loads(setup.notebook.read_text(encoding='utf-8'))
-            return StudentResult(student, empty_parts(source),
-                                 failure=f"folder name {student!r} is not a valid student id")
-        slot = slots.get()
-        try:
-            return grade_one(setup, student, path, slot)
-        finally:
-            slots.put(slot)
+        def work(item):
+            student, path = item
+            if not _STUDENT_ID.match(student):
+                source = json.loads(setup.notebook.read_text(encoding='utf-8'))
+                return StudentResult(student, empty_parts(source),
+                                     failure=f"folder name {student!r} is not a valid student id")
+            slot = slots.get()
+            try:
+                return grade_one(setup, student, path, slot)
+            finally:
+                slots.put(slot)
 
-    results = []
-    from tinytorch.course.assignments import secret_lines
-    hidden = secret_lines(setup.notebook, solutions=False)     # what feedback must never show
-    guard = _GradebookGuard(course_dir / 'gradebook.db')
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for r in pool.map(work, subs):
-            _collect(setup, course_dir, r, hidden)
-            guard.check(r)
-            if _STUDENT_ID.match(r.student):
-                merge_into_gradebook(course_dir, setup.assignment, r)
-            guard.accept()
-            status = 'FAILED' if r.failure else ('FLAGGED' if r.flags else 'ok')
-            log(f"  {r.student:<20} {r.points:6g}/{r.max_points:<6g} {status:<8} {r.seconds:5.1f} s"
-                + (f"  {r.failure or '; '.join(r.flags)}" if (r.failure or r.flags) else ''))
-            results.append(r)
-    shutil.rmtree(setup.work_root, ignore_errors=True)
+        results = []
+        from tinytorch.course.assignments import secret_lines
+        hidden = secret_lines(setup.notebook, solutions=False)     # what feedback must never show
+        guard = _GradebookGuard(course_dir / 'gradebook.db')
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for r in pool.map(work, subs):
+                _collect(setup, course_dir, r, hidden)
+                guard.check(r)
+                if _STUDENT_ID.match(r.student):
+                    merge_into_gradebook(course_dir, setup.assignment, r)
+                guard.accept()
+                status = 'FAILED' if r.failure else ('FLAGGED' if r.flags else 'ok')
+                log(f"  {r.student:<20} {r.points:6g}/{r.max_points:<6g} {status:<8} {r.seconds:5.1f} s"
+                    + (f"  {r.failure or '; '.join(r.flags)}" if (r.failure or r.flags) else ''))
+                results.append(r)
+    finally:                                   # also when grading stops early
+        shutil.rmtree(setup.work_root, ignore_errors=True)
     csv_path = write_grades_csv(results, course_dir / f'grades_{setup.assignment}.csv')
     log(f"grades: {csv_path}")
     return results, csv_path
