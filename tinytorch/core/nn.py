@@ -106,26 +106,31 @@ class SGD(Optimizer):
         super().__init__(parameters, lr)
         self.momentum = float(momentum)
 
+    def _decayed_velocity(self, p, state) -> np.ndarray:
+        "The momentum buffer (zeros at first), already multiplied by μ for this step."
+        v = state.get('velocity')
+        if v is None:
+            v = state['velocity'] = np.zeros(p.shape, p.dtype)
+        v *= self.momentum
+        return v
+
+    def _descend(self, p, step):
+        "p -= lr·step, one block of rows at a time: no temporary as large as the parameter."
+        for b in _row_blocks(p.data):
+            p.data[b] -= np.asarray(self.lr * step[b], dtype=p.dtype)
+
     def _update(self, p, grad, state):
         if self.momentum:
-            v = state.get('velocity')
-            if v is None:
-                v = state['velocity'] = np.zeros_like(p.data)
-            v *= self.momentum
+            v = self._decayed_velocity(p, state)
             v += grad
             grad = v
-        for b in _row_blocks(p.data):      # no temporary as large as the parameter
-            p.data[b] -= np.asarray(self.lr * grad[b], dtype=p.dtype)
+        self._descend(p, grad)
 
     def _update_rows(self, p, indices, values, state):
         if self.momentum:                  # every row's velocity decays: exact, but a full-table pass
-            v = state.get('velocity')
-            if v is None:
-                v = state['velocity'] = np.zeros(p.shape, p.dtype)
-            v *= self.momentum
+            v = self._decayed_velocity(p, state)
             v[indices] += values
-            for b in _row_blocks(p.data):
-                p.data[b] -= np.asarray(self.lr * v[b], dtype=p.dtype)
+            self._descend(p, v)
         else:                              # the other rows of the dense gradient are zero
             p.data[indices] -= np.asarray(self.lr * values, dtype=p.dtype)
 
@@ -142,29 +147,30 @@ class Adam(Optimizer):
         super().__init__(parameters, lr)
         self.betas, self.eps = (float(b1), float(b2)), float(eps)
 
-    def _update(self, p, grad, state):
-        b1, b2 = self.betas
-        if not state:
-            state.update(t=0, m=np.zeros_like(p.data), v=np.zeros_like(p.data))
-        state['t'] += 1
-        t = state['t']
-        step_size = self.lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
-        for b in _row_blocks(p.data):      # no temporary as large as the parameter
-            m, v, g = state['m'][b], state['v'][b], grad[b]
-            m *= b1; m += (1 - b1) * g
-            v *= b2; v += (1 - b2) * g * g
-            p.data[b] -= (step_size * m / (np.sqrt(v) + self.eps)).astype(p.dtype, copy=False)
-
-    def _update_rows(self, p, indices, values, state):
-        "Lazy Adam: only the touched rows' moments change and only those rows move."
+    def _step_size(self, p, state) -> float:
+        "Count this step (moments start at zero) and return the bias-corrected step size."
         b1, b2 = self.betas
         if not state:
             state.update(t=0, m=np.zeros(p.shape, p.dtype), v=np.zeros(p.shape, p.dtype))
         state['t'] += 1
-        t = state['t']
+        return self.lr * math.sqrt(1 - b2 ** state['t']) / (1 - b1 ** state['t'])
+
+    def _moment_step(self, m, v, g, step_size, dtype) -> np.ndarray:
+        "Update the moment rows `m`, `v` in place with gradient rows `g`; return the parameter change."
+        b1, b2 = self.betas
+        m *= b1; m += (1 - b1) * g
+        v *= b2; v += (1 - b2) * g * g
+        return (step_size * m / (np.sqrt(v) + self.eps)).astype(dtype, copy=False)
+
+    def _update(self, p, grad, state):
+        step_size = self._step_size(p, state)
+        for b in _row_blocks(p.data):      # no temporary as large as the parameter
+            p.data[b] -= self._moment_step(state['m'][b], state['v'][b], grad[b], step_size, p.dtype)
+
+    def _update_rows(self, p, indices, values, state):
+        "Lazy Adam: only the touched rows' moments change and only those rows move."
+        step_size = self._step_size(p, state)
         m, v = state['m'][indices], state['v'][indices]      # copies of the touched rows
-        m *= b1; m += (1 - b1) * values
-        v *= b2; v += (1 - b2) * values * values
+        change = self._moment_step(m, v, values, step_size, p.dtype)
         state['m'][indices], state['v'][indices] = m, v
-        step_size = self.lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
-        p.data[indices] -= (step_size * m / (np.sqrt(v) + self.eps)).astype(p.dtype, copy=False)
+        p.data[indices] -= change
