@@ -154,23 +154,30 @@ def test_run_parallel_keeps_order_and_uses_threads(threads):
 
 
 @pytest.mark.parametrize("threads", [2], indirect=True)
-def test_run_parallel_raises_only_after_every_task_finished(threads):
-    finished = []
+def test_run_parallel_raises_only_after_running_tasks_finished(threads):
+    started, finished = threading.Event(), []
     def task(i):
-        if i == 0:
+        if i == 0:                              # this thread's first task fails while a helper is busy
+            assert started.wait(10), "no helper thread took a task"
             raise RuntimeError("task 0 failed")
+        started.set()
         time.sleep(0.05)
         finished.append(i)
     with pytest.raises(RuntimeError, match="task 0 failed"):
-        run_parallel(task, [(i,) for i in range(4)])
-    assert sorted(finished) == [1, 2, 3], "returned while other threads were still working"
+        run_parallel(task, [(i,) for i in range(6)])
+    assert finished == [1], f"returned before the running task ended, or started tasks after the error: {finished}"
 
 
 def _gather_in_child(queue):
     table = np.arange(20, dtype=np.float32).reshape(10, 2)
     out = np.empty((6, 2), np.float32)
     gather_rows(table, np.array([1, 2, 3, 4, 5, 6]), out)
-    queue.put(out.tolist())
+    seen = set()
+    def task(i):
+        seen.add(threading.get_ident())
+        time.sleep(0.02)
+    run_parallel(task, [(i,) for i in range(10)])
+    queue.put((out.tolist(), len(seen)))
 
 
 def test_threads_work_after_fork(monkeypatch):
@@ -184,8 +191,10 @@ def test_threads_work_after_fork(monkeypatch):
     child.join(timeout=30)
     if child.is_alive():
         child.kill()
-        pytest.fail("gather_rows hung in a forked child (the parent's thread pool was reused)")
-    assert queue.get(timeout=5) == [[2, 3], [4, 5], [6, 7], [8, 9], [10, 11], [12, 13]]
+        pytest.fail("gather_rows hung in a forked child")
+    rows, threads_used = queue.get(timeout=5)
+    assert rows == [[2, 3], [4, 5], [6, 7], [8, 9], [10, 11], [12, 13]]
+    assert threads_used == 2, "the child ran everything on one thread: the parent's dead helpers were reused"
 
 
 # ---------------------------------------------------------------- row-sparse gradient hooks
@@ -241,9 +250,12 @@ def test_threaded_layer_is_the_one_hot_product(threads, shape, pad):
 @pytest.mark.parametrize("threads", [3], indirect=True)
 def test_run_parallel_works_where_threads_cannot_start(threads, monkeypatch):
     class NoThreads:
-        def submit(self, *args):
+        def __init__(self, *args, **kwargs):
+            pass
+        def start(self):
             raise RuntimeError("can't start new thread")
-    monkeypatch.setattr(E, "_executor", lambda n: NoThreads())
+    monkeypatch.setattr(E, "_pool", {})                  # no helpers yet, and none may start
+    monkeypatch.setattr(E.threading, "Thread", NoThreads)
     assert run_parallel(lambda i: i + 1, [(i,) for i in range(5)]) == [1, 2, 3, 4, 5]
     table = np.arange(12, dtype=np.float32).reshape(6, 2)
     np.testing.assert_array_equal(gather_rows(table, np.array([5, 0, 5]), np.empty((3, 2), np.float32)), table[[5, 0, 5]])

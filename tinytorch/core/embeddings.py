@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import math
 import os
+import queue
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Dict, List, NamedTuple, Optional, Sequence, Union
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -31,6 +32,8 @@ class TokenIdError(ValueError, IndexError):
     "A token id outside `[0, vocab_size)`. Both a `ValueError` and an `IndexError`."
 
 # %% ../../nbs/11_embeddings.ipynb #as-ids
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}    # the unsigned type of each integer size
+
 def as_token_ids(ids, vocab_size: int) -> np.ndarray:
     """Integer ndarray of `ids` (Tensor, list, tuple or ndarray), every id in `[0, vocab_size)`.
 
@@ -59,8 +62,8 @@ def as_token_ids(ids, vocab_size: int) -> np.ndarray:
     if arr.size == 0:
         return arr
     # one pass: viewed as unsigned, a negative id is >= 2**(bits-1), so max() catches both ends ...
-    out_of_range = arr.view(f'u{arr.itemsize}').max() >= vocab_size
-    if not out_of_range and arr.dtype.kind == 'i' and vocab_size > np.iinfo(arr.dtype).max:
+    out_of_range = arr.view(_UNSIGNED[arr.itemsize]).max() >= vocab_size
+    if not out_of_range and arr.dtype.kind == 'i' and vocab_size >= 1 << (8 * arr.itemsize - 1):
         out_of_range = arr.min() < 0          # ... unless vocab_size is beyond a small dtype's range
     if out_of_range:
         bad = arr[(arr < 0) | (arr >= vocab_size)].flat[0]
@@ -167,55 +170,92 @@ def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray):
     ### END SOLUTION
 
 # %% ../../nbs/11_embeddings.ipynb #workers
+_pool: Dict[str, object] = {}           # this process's helper threads and CPU count
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(after_in_child=_pool.clear)   # a forked child inherits no threads: start afresh
+
 def worker_count() -> int:
-    "Threads the fast paths may use: `TINYTORCH_NUM_THREADS` if set, else the CPUs this process may run on (at most 8)."
+    """Threads the fast paths may use: `TINYTORCH_NUM_THREADS` if set, else the CPUs this process
+    may run on (at most 8; asked once per process: it is a system call)."""
     setting = os.environ.get('TINYTORCH_NUM_THREADS', '').strip()
     if setting:
         if not setting.isdigit() or int(setting) < 1:
             raise ValueError(f"TINYTORCH_NUM_THREADS must be a positive integer, got {setting!r}")
         return int(setting)
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
-    return max(1, min(8, cpus))
+    if 'cpus' not in _pool:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
+        _pool['cpus'] = max(1, min(8, cpus))
+    return _pool['cpus']
 
-_pool: Dict[str, object] = {}
+class _Batch:
+    "The tasks of one `run_parallel` call; every thread that joins in takes the next task until none is left."
+    def __init__(self, fn, tasks):
+        self.fn, self.tasks, self.todo = fn, tasks, iter(range(len(tasks)))
+        self.results, self.error = [None] * len(tasks), None
+        self.lock, self.running, self.waiting = threading.Lock(), 0, False
+        self.all_done = threading.Lock()
+        self.all_done.acquire()                  # released by the last task to finish once the caller waits
 
-def _executor(threads: int) -> ThreadPoolExecutor:
-    "The shared thread pool, with at least `threads` threads (a new one after fork(): the old one has no threads)."
-    pool = _pool.get('executor')
-    if pool is None or _pool.get('pid') != os.getpid() or pool._max_workers < threads:
-        pool = _pool['executor'] = ThreadPoolExecutor(threads, thread_name_prefix='tinytorch')
-        _pool['pid'] = os.getpid()
-    return pool
+    def work(self):
+        while True:
+            with self.lock:
+                i = next(self.todo, None)
+                if i is None:
+                    return
+                self.running += 1
+            try:
+                self.results[i] = self.fn(*self.tasks[i])
+            except BaseException as e:
+                with self.lock:
+                    self.error = self.error or e
+                    for _ in self.todo:          # nobody starts another task
+                        pass
+            finally:
+                with self.lock:
+                    self.running -= 1
+                    if self.running == 0 and self.waiting:
+                        self.all_done.release()
 
-def run_parallel(fn, tasks: Sequence[tuple]) -> list:
-    """`[fn(*t) for t in tasks]`, shared among up to `worker_count()` threads, this one included.
+def _serve(batches: queue.SimpleQueue):
+    while True:
+        batches.get().work()
 
-    Each thread takes the next task as soon as it finishes one, so a thread that starts late just
-    does fewer. Worth it only for work that happens inside NumPy loops that release Python's global
-    lock (`np.take`, fancy assignment, arithmetic): those truly run at the same time."""
+def _helpers(wanted: int) -> Tuple[queue.SimpleQueue, int]:
+    "The queue that helper threads serve, and how many of the `wanted` are there (fewer if no thread may start)."
+    if 'batches' not in _pool:
+        _pool['batches'], _pool['helpers'] = queue.SimpleQueue(), 0
+    while _pool['helpers'] < wanted:
+        try:
+            threading.Thread(target=_serve, args=(_pool['batches'],), name='tinytorch', daemon=True).start()
+        except RuntimeError:                     # no new threads allowed (a sandbox, interpreter exit)
+            break
+        _pool['helpers'] += 1
+    return _pool['batches'], min(wanted, _pool['helpers'])
+
+def run_parallel(fn, tasks: Sequence[tuple], threads: Optional[int] = None) -> list:
+    """`[fn(*t) for t in tasks]`, shared among up to `threads` (default `worker_count()`) threads, this one included.
+
+    Each thread takes the next task as soon as it finishes one, so a helper that wakes up late just
+    does fewer, and one that wakes after the last task was taken does none and is not waited for.
+    Worth it only for work inside NumPy loops that release Python's global lock (`np.take`, fancy
+    assignment, arithmetic): those truly run at the same time. The first error is raised, but
+    only after every running task has finished: nothing writes after this returns."""
     tasks = list(tasks)
-    threads = min(worker_count(), len(tasks))
+    threads = min(worker_count() if threads is None else threads, len(tasks))
     if threads <= 1:
         return [fn(*t) for t in tasks]
-    results = [None] * len(tasks)
-    todo = iter(range(len(tasks)))        # next() on a shared iterator is atomic under the GIL
-    def drain():
-        for i in todo:
-            results[i] = fn(*tasks[i])
-    futures = []
-    for _ in range(threads - 1):
-        try:
-            futures.append(_executor(threads - 1).submit(drain))
-        except RuntimeError:              # no new threads allowed (a sandbox, interpreter exit): work here
-            break
-    try:
-        drain()
-    finally:
-        for f in futures:                 # never return while another thread may still write
-            f.exception()
-    for f in futures:
-        f.result()                        # re-raise a worker's error here
-    return results
+    batch = _Batch(fn, tasks)
+    batches, helpers = _helpers(threads - 1)
+    for _ in range(helpers):
+        batches.put(batch)
+    batch.work()                                 # this thread works too, from the first task
+    with batch.lock:
+        batch.waiting = batch.running > 0
+    if batch.waiting:
+        batch.all_done.acquire()
+    if batch.error is not None:
+        raise batch.error
+    return batch.results
 
 PARALLEL_MIN_BYTES = 1 << 20    # below ~1 MB the hand-off to a thread costs more than it saves
 
@@ -245,7 +285,7 @@ def gather_rows(table: np.ndarray, ids, out: np.ndarray, checked: bool = False) 
     pieces = 1 if parts == 1 else 4 * parts         # small pieces keep every thread busy to the end
     cuts = [n * i // pieces for i in range(pieces + 1)]
     run_parallel(lambda a, b: np.take(table, flat_ids[a:b], axis=0, out=flat_out[a:b], mode='clip'),
-                 list(zip(cuts[:-1], cuts[1:])))
+                 list(zip(cuts[:-1], cuts[1:])), parts)
     return out
 
 # %% ../../nbs/11_embeddings.ipynb #add-rows
@@ -330,7 +370,7 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
         cuts = np.linspace(0, num_rows, parts + 1).astype(int)
     else:               # equal shares of the ids
         cuts = np.concatenate(([0], ids[plan.order[np.arange(1, parts) * n // parts]], [num_rows]))
-    run_parallel(_scatter_rows, [(out, rows, plan, cuts[t], cuts[t + 1], fresh, table_order) for t in range(parts)])
+    run_parallel(_scatter_rows, [(out, rows, plan, cuts[t], cuts[t + 1], fresh, table_order) for t in range(parts)], parts)
     return out
 
 def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int) -> np.ndarray:
