@@ -25,7 +25,7 @@ Why a random order: a kernel timed right after the other framework's pays for th
 caches that one left behind. Measured on the 2-core machine (10k forward, 150 rounds): ours took
 1.46-1.57 ms after ours but 1.68-1.82 ms right after torch; torch took 1.31-1.49 ms after torch
 and 1.43-1.58 ms after ours. A fixed order (ours, torch, ours, ...) always timed ours right after
-torch: 1.13-1.23x where the random order gives 1.03-1.05x for the same code.
+torch: 1.13-1.23x where the random order gave 1.05x for the same code.
 
 OMP_WAIT_POLICY=PASSIVE is set for the run (before torch loads) unless already set: by default
 PyTorch's OpenMP workers busy-wait for a few milliseconds after each call, which takes a core away
