@@ -305,6 +305,9 @@ def test_validation_small_signed_dtype_with_a_larger_vocab(dtype):
     with pytest.raises(TokenIdError, match="-1"):
         as_token_ids(np.array([3, -1], dtype), vocab)
     assert as_token_ids(np.array([3, 4], dtype), vocab).tolist() == [3, 4]
+    layer = Embedding(vocab, 2, seed=0)                   # the forward checks during its lookup
+    with pytest.raises(TokenIdError, match="-1"):
+        layer(np.array([3, -1], dtype))
 
 
 def test_validation_allocates_nothing_and_forward_only_its_output():

@@ -10,8 +10,8 @@ from hypothesis import given, settings, strategies as st
 
 import tinytorch.core.embeddings as E
 from definitions import dense_reference, one_hot
-from tinytorch.core.embeddings import (Embedding, EmbeddingProfiler, add_rows_at, gather_rows, run_parallel,
-                                       scatter_add_rows, stable_order, worker_count)
+from tinytorch.core.embeddings import (Embedding, EmbeddingProfiler, TokenIdError, add_rows_at, gather_rows,
+                                       lookup_rows, run_parallel, scatter_add_rows, stable_order, worker_count)
 from tinytorch.core.tensor import RowSparseGrad
 
 
@@ -127,6 +127,56 @@ def test_gather_rows_equals_fancy_indexing(threads, shape):
     out = np.full(shape + (6,), np.nan, np.float32)
     assert gather_rows(table, ids, out) is out
     np.testing.assert_array_equal(out, table[ids])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3], indirect=True)
+@pytest.mark.parametrize("shape", [(0,), (1,), (7,), (4, 33), (2, 3, 5)])
+def test_lookup_rows_equals_fancy_indexing(threads, shape):
+    rng = np.random.default_rng(2)
+    table = rng.standard_normal((50, 6), dtype=np.float32)
+    ids = rng.integers(0, 50, shape)
+    rows = lookup_rows(table, ids)
+    assert rows.shape == shape + (6,) and rows.dtype == np.float32
+    np.testing.assert_array_equal(rows, table[ids])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3], indirect=True)
+@pytest.mark.parametrize("where", [0, 61, 131])            # in the first, a middle and the last slice
+@pytest.mark.parametrize("bad", [-1, 50, 2**40])
+def test_lookup_rows_finds_a_bad_id_anywhere(threads, where, bad):
+    table = np.arange(100, dtype=np.float32).reshape(50, 2)
+    ids = np.random.default_rng(where).integers(0, 50, 132)
+    ids[where] = bad
+    with pytest.raises(TokenIdError, match=rf"token id {bad} is out of range: ids must be in \[0, 50\)"):
+        lookup_rows(table, ids)
+
+
+@pytest.mark.parametrize("threads", [2], indirect=True)
+def test_lookup_rows_error_comes_from_the_check_even_when_the_gather_meets_the_bad_id_first(threads, monkeypatch):
+    check = E.as_token_ids
+    def slow_check(ids, vocab_size):
+        if vocab_size is not None:
+            time.sleep(0.05)                    # the helpers gather every slice before the check ends
+        return check(ids, vocab_size)
+    monkeypatch.setattr(E, "as_token_ids", slow_check)
+    table = np.zeros((50, 2), np.float32)
+    with pytest.raises(TokenIdError, match="token id 77 is out of range"):
+        lookup_rows(table, np.array([3, 77] * 100))
+
+
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+def test_lookup_rows_names_the_first_bad_id_for_every_dtype(threads):
+    table = np.zeros((300, 2), np.float32)
+    with pytest.raises(TokenIdError, match="token id -7 "):
+        lookup_rows(table, np.array([1, -7, 400, 2] * 40))
+    # int8 ids and 300 rows: viewed as unsigned, -100 is 156 < 300, so the unsigned max alone would miss it
+    with pytest.raises(TokenIdError, match="-100"):
+        lookup_rows(table, np.array([5, -100, 7] * 40, np.int8))
+    assert lookup_rows(table, np.array([5, 127], np.int8)).shape == (2, 2)
+    with pytest.raises(TokenIdError, match=str(2**63 + 5)):
+        lookup_rows(table, np.array([2**63 + 5, 1] * 40, np.uint64))
+    with pytest.raises(TypeError, match="float64"):
+        lookup_rows(table, [1.0, 2.0])
 
 
 # ---------------------------------------------------------------- threads

@@ -21,11 +21,11 @@ from .tokenization import CharTokenizer, BPETokenizer
 # %% auto #0
 __all__ = ['INIT_TYPES', 'HEAVY_REPEATS', 'PARALLEL_MIN_BYTES', 'POSITION_KINDS', 'TokenIdError', 'as_token_ids',
            'init_embedding_table', 'IdRuns', 'stable_order', 'id_runs', 'by_level', 'sum_rows_by_id', 'worker_count',
-           'run_parallel', 'gather_rows', 'add_rows_at', 'scatter_add_rows', 'Embedding', 'sinusoidal_table',
-           'PositionalEncoding', 'LearnedPositionalEmbedding', 'TokenPositionEmbedding', 'default_text',
-           'unigram_entropy', 'char_groups', 'structure_score', 'nearest_neighbours', 'CharModel', 'evaluate_loss',
-           'train_char_model', 'plot_embedding_map', 'RotaryPositionalEmbedding', 'time_call', 'EmbeddingProfiler',
-           'analyze_embedding_system_design']
+           'run_parallel', 'gather_rows', 'lookup_rows', 'add_rows_at', 'scatter_add_rows', 'Embedding',
+           'sinusoidal_table', 'PositionalEncoding', 'LearnedPositionalEmbedding', 'TokenPositionEmbedding',
+           'default_text', 'unigram_entropy', 'char_groups', 'structure_score', 'nearest_neighbours', 'CharModel',
+           'evaluate_loss', 'train_char_model', 'plot_embedding_map', 'RotaryPositionalEmbedding', 'time_call',
+           'EmbeddingProfiler', 'analyze_embedding_system_design']
 
 # %% ../../nbs/11_embeddings.ipynb #token-id-error
 class TokenIdError(ValueError, IndexError):
@@ -34,7 +34,7 @@ class TokenIdError(ValueError, IndexError):
 # %% ../../nbs/11_embeddings.ipynb #as-ids
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}    # the unsigned type of each integer size
 
-def as_token_ids(ids, vocab_size: int) -> np.ndarray:
+def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
     """Integer ndarray of `ids` (Tensor, list, tuple or ndarray), every id in `[0, vocab_size)`.
 
     TODO:
@@ -43,7 +43,8 @@ def as_token_ids(ids, vocab_size: int) -> np.ndarray:
        (NumPy would make it float64).
     3. Refuse every non-integer dtype (float — even 2.0 —, bool, complex, object, strings) with a
        TypeError that names the dtype.
-    4. If any id is negative or >= vocab_size raise `TokenIdError` naming the first offending id
+    4. If `vocab_size` is None, return the array now (the caller checks the range).
+    5. If any id is negative or >= vocab_size raise `TokenIdError` naming the first offending id
        and the valid range. Hint: `ids.min()` and `ids.max()` check everything in two fast passes
        (one pass is enough: viewed as unsigned integers, negative ids become huge);
        find the offender only when the check fails. Never build a boolean mask on the happy path:
@@ -59,7 +60,7 @@ def as_token_ids(ids, vocab_size: int) -> np.ndarray:
         arr = arr.astype(np.int64)
     if arr.dtype.kind not in 'iu':
         raise TypeError(f"token ids must be integers, got dtype {arr.dtype}")
-    if arr.size == 0:
+    if vocab_size is None or arr.size == 0:
         return arr
     # one pass: viewed as unsigned, a negative id is >= 2**(bits-1), so max() catches both ends ...
     out_of_range = arr.view(_UNSIGNED[arr.itemsize]).max() >= vocab_size
@@ -272,21 +273,46 @@ def _check_rows_out(out: np.ndarray, shape: tuple, dtype, who: str):
     if not out.flags.c_contiguous:
         raise ValueError(f"{who}: out must be C-contiguous (a fresh array, not a strided view)")
 
+def _slices(n: int, nbytes: int) -> Tuple[list, int]:
+    "`[(start, end), ...]` cutting `n` items (`nbytes` in all) for the threads, and how many threads."
+    parts = _parts(n, nbytes)
+    pieces = 1 if parts == 1 else 4 * parts         # small pieces keep every thread busy to the end
+    cuts = [n * i // pieces for i in range(pieces + 1)]
+    return list(zip(cuts[:-1], cuts[1:])), parts
+
 def gather_rows(table: np.ndarray, ids, out: np.ndarray, checked: bool = False) -> np.ndarray:
     """`out[...] = table[ids]`, in place; `out` is `(*ids.shape, dim)` with the table's dtype.
 
-    `np.take` on slices of the ids, shared among the threads: rows are fetched from memory in
-    parallel. `checked=True` says the ids already passed `as_token_ids` (the forward's case)."""
+    The ids are checked before anything is written (`checked=True`: they already were). Then
+    `np.take` runs on slices of the ids, shared among the threads: rows are fetched from memory
+    in parallel."""
     if not checked:
         ids = as_token_ids(ids, table.shape[0])
     _check_rows_out(out, ids.shape + table.shape[1:], table.dtype, 'gather_rows')
     flat_ids, flat_out = ids.reshape(-1), out.reshape(-1, table.shape[1])   # (n,), (n, dim)
-    n, parts = flat_ids.size, _parts(flat_ids.size, out.nbytes)
-    pieces = 1 if parts == 1 else 4 * parts         # small pieces keep every thread busy to the end
-    cuts = [n * i // pieces for i in range(pieces + 1)]
+    slices, parts = _slices(flat_ids.size, out.nbytes)
     run_parallel(lambda a, b: np.take(table, flat_ids[a:b], axis=0, out=flat_out[a:b], mode='clip'),
-                 list(zip(cuts[:-1], cuts[1:])), parts)
+                 slices, parts)
     return out
+
+def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
+    """A new `(*ids.shape, dim)` array of `table[ids]`, the ids' range checked along the way.
+
+    The range check (`as_token_ids`) is the first task, so this thread runs it while the helpers
+    wake up and start gathering: the check costs almost nothing extra. With `mode='clip'` a bad
+    id never makes the gather fail, so the error is always the check's `TokenIdError`, raised once
+    every thread has stopped; the new array is dropped: nothing else was written."""
+    ids, vocab_size = as_token_ids(ids, None), table.shape[0]
+    rows = np.empty(ids.shape + table.shape[1:], table.dtype)                 # (*ids.shape, dim)
+    flat_ids, flat_rows = ids.reshape(-1), rows.reshape(-1, table.shape[1])   # (n,), (n, dim)
+    slices, parts = _slices(flat_ids.size, rows.nbytes)
+    def task(a, b):
+        if a < 0:
+            as_token_ids(ids, vocab_size)      # raises for a bad id
+        else:
+            np.take(table, flat_ids[a:b], axis=0, out=flat_rows[a:b], mode='clip')
+    run_parallel(task, [(-1, -1)] + slices, parts)
+    return rows
 
 # %% ../../nbs/11_embeddings.ipynb #add-rows
 _CHUNK_BYTES = 1 << 19      # rows staged through a buffer of this size stay in the core's cache
@@ -431,8 +457,8 @@ class Embedding:
         """Rows of the table for `input_ids` of any shape: returns `(*ids.shape, embedding_dim)`.
 
         TODO:
-        1. ids = as_token_ids(input_ids, self.vocab_size)
-        2. rows = np.empty(ids.shape + (dim,), W.dtype), filled by gather_rows(W, ids, rows, checked=True)
+        1. ids = as_token_ids(input_ids, None)    (the range is checked during the lookup)
+        2. rows = lookup_rows(W, ids)             (a new (*ids.shape, dim) array)
         3. define grad_fn(g): flatten ids to (n,) and g to (n, dim), drop the positions whose id is
            padding_idx, and return a 1-tuple with RowSparseGrad(self.weight.shape, ids, g_rows,
            keep_sparse=self.sparse, sum_rows=sum_rows_by_id, add_rows=add_rows_at)
@@ -440,10 +466,9 @@ class Embedding:
         Allocate nothing but `rows` in the forward pass, and no float64 anywhere.
         """
         ### BEGIN SOLUTION
-        ids = as_token_ids(input_ids, self.vocab_size)
+        ids = as_token_ids(input_ids, None)
         weight, pad, sparse = self.weight, self.padding_idx, self.sparse
-        rows = np.empty(ids.shape + (self.embedding_dim,), weight.dtype)
-        gather_rows(weight.data, ids, rows, checked=True)
+        rows = lookup_rows(weight.data, ids)                # (*ids.shape, dim)
         def grad_fn(g):
             flat_ids, flat_g = ids.reshape(-1), g.reshape(-1, g.shape[-1])
             if pad is not None:
@@ -657,7 +682,7 @@ class TokenPositionEmbedding:
         vectors are a fresh array that nobody else uses).
         """
         ### BEGIN SOLUTION
-        ids = as_token_ids(input_ids, self.vocab_size)
+        ids = as_token_ids(input_ids, None)                    # the lookup checks the range
         if ids.ndim not in (1, 2):
             raise ValueError(f"expected (seq,) or (batch, seq) token ids, got shape {ids.shape}")
         if ids.shape[-1] > self.max_seq_length:
