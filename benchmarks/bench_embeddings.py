@@ -6,10 +6,11 @@ For each configuration (vocab, dim, ids) it times, as medians of interleaved rep
 runs each contender once, in a new random order; each call gets a fresh batch of ids from a small pool):
   forward      Embedding.forward incl. id validation  vs  torch.nn.functional.embedding
   gather       gather_rows (checks the ids first) into a reused output  vs  torch.index_select(..., out=)
-  validation   what checking the ids adds to a lookup: as_token_ids + gather_rows(checked=True) into a
-               new array, minus the same without as_token_ids, paired per round over many rounds;
-               also as_token_ids timed alone (it then also pays for bringing NumPy's code and the
-               ids back into cache after the previous lookup, which the lookup would pay without it)
+  validation   what checking the ids adds to the forward's lookup: lookup_rows (which checks the ids
+               while the helper threads start gathering) minus gather_rows(checked=True) into a new
+               array, paired per round over many rounds; also as_token_ids timed alone, as a pass of
+               its own before the lookup would cost (it then also pays for bringing NumPy's code
+               and the ids back into cache after the previous lookup)
   bwd dense    out.backward(g) into a dense (vocab, dim) gradient  vs  torch's embedding backward
   bwd sparse   sparse=True: out.backward(g), lazily row-sparse  vs  torch sparse=True (uncoalesced)
   +coalesce    the same followed by summing duplicate ids  vs  torch's .coalesce()
@@ -46,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from tinytorch.core.embeddings import (Embedding, EmbeddingProfiler, PositionalEncoding, TokenPositionEmbedding,
-                                       _lookup_bytes, as_token_ids, gather_rows, sinusoidal_table)
+                                       _lookup_bytes, as_token_ids, gather_rows, lookup_rows, sinusoidal_table)
 from tinytorch.core.nn import SGD
 from tinytorch.core.tensor import no_grad
 
@@ -144,13 +145,11 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
     row("forward", t["ours"], t.get("torch"), moved, note="new output each call")
 
     # ---- what the check adds: the same lookup with and without it, paired per round
-    def lookup(check):
+    def unchecked():
         ids = ours_ids()
-        if check:
-            ids = as_token_ids(ids, vocab)
         return gather_rows(table, ids, np.empty(ids.shape + (dim,), table.dtype), checked=True)
     rounds = max(200, 8 * repeats)            # the difference is small: many rounds tame the noise
-    s = interleaved_samples({"checked": lambda: lookup(True), "unchecked": lambda: lookup(False)}, rounds)
+    s = interleaved_samples({"checked": lambda: lookup_rows(table, ours_ids()), "unchecked": unchecked}, rounds)
     added = float(np.median(np.subtract(s["checked"], s["unchecked"])))
     row("validation", added, None, note=f"{100 * added / t['ours']:.1f}% of our forward (median of {rounds} "
         f"paired differences); timed alone {t['validate']:.3f} ms = {100 * t['validate'] / t['ours']:.1f}%")
