@@ -118,24 +118,20 @@ def test_threaded_embedding_backward_equals_single_threaded(threads, monkeypatch
 
 # ---------------------------------------------------------------- gather
 
+def _gather_into_nan(table, ids):
+    out = np.full(ids.shape + table.shape[1:], np.nan, table.dtype)
+    assert gather_rows(table, ids, out) is out
+    return out
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3], indirect=True)
 @pytest.mark.parametrize("shape", [(0,), (1,), (7,), (4, 33), (2, 3, 5)])
-def test_gather_rows_equals_fancy_indexing(threads, shape):
+@pytest.mark.parametrize("gather", [_gather_into_nan, lookup_rows], ids=["gather_rows", "lookup_rows"])
+def test_gathers_equal_fancy_indexing(threads, shape, gather):
     rng = np.random.default_rng(1)
     table = rng.standard_normal((50, 6), dtype=np.float32)
     ids = rng.integers(0, 50, shape)
-    out = np.full(shape + (6,), np.nan, np.float32)
-    assert gather_rows(table, ids, out) is out
-    np.testing.assert_array_equal(out, table[ids])
-
-
-@pytest.mark.parametrize("threads", [1, 2, 3], indirect=True)
-@pytest.mark.parametrize("shape", [(0,), (1,), (7,), (4, 33), (2, 3, 5)])
-def test_lookup_rows_equals_fancy_indexing(threads, shape):
-    rng = np.random.default_rng(2)
-    table = rng.standard_normal((50, 6), dtype=np.float32)
-    ids = rng.integers(0, 50, shape)
-    rows = lookup_rows(table, ids)
+    rows = gather(table, ids)
     assert rows.shape == shape + (6,) and rows.dtype == np.float32
     np.testing.assert_array_equal(rows, table[ids])
 
