@@ -148,7 +148,8 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
     def unchecked():
         ids = ours_ids()
         return gather_rows(table, ids, np.empty(ids.shape + (dim,), table.dtype), checked=True)
-    rounds = max(200, 8 * repeats)            # the difference is small: many rounds tame the noise
+    # the difference is small next to the noise: as many rounds as fit in about 3 s (200 to 2000)
+    rounds = int(min(2000, max(200, 8 * repeats, 3000 / (2 * t["ours"]))))
     s = interleaved_samples({"checked": lambda: lookup_rows(table, ours_ids()), "unchecked": unchecked}, rounds)
     added = float(np.median(np.subtract(s["checked"], s["unchecked"])))
     row("validation", added, None, note=f"{100 * added / t['ours']:.1f}% of our forward (median of {rounds} "
