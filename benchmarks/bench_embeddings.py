@@ -17,7 +17,10 @@ runs each contender once, in a new random order; each call gets a fresh batch of
   sin. add     sinusoidal positions added in place (inplace=True)  vs  torch's x + pe[:S]
   train step   token+position layer: forward, backward, SGD step; peak extra memory by tracemalloc
 Both frameworks run under their no-grad mode for forward and the positional add. Lookups report
-GB/s (rows read + output written + ids read) and the fraction of this machine's copy bandwidth
+GB/s (rows read + output written + ids read) and the fraction of this machine's copy bandwidth.
+For the forward and the gather that bandwidth is measured in the same rounds as they are (np.copyto
+on 256 MiB, one thread and all threads, the better of the two), since a shared machine's bandwidth
+drifts by 20% or more over a run; other rows use the bandwidth measured once at the start
 (EmbeddingProfiler.measure_memory_bandwidth: np.copyto on 256 MiB, read + write, the better of one
 thread and all threads). Prints one table and writes JSON to benchmarks/results/.
 PyTorch is optional: without it only our numbers are printed.
@@ -47,7 +50,8 @@ from pathlib import Path
 import numpy as np
 
 from tinytorch.core.embeddings import (Embedding, EmbeddingProfiler, PositionalEncoding, TokenPositionEmbedding,
-                                       _lookup_bytes, as_token_ids, gather_rows, lookup_rows, sinusoidal_table)
+                                       _lookup_bytes, as_token_ids, gather_rows, lookup_rows, run_parallel,
+                                       sinusoidal_table, worker_count)
 from tinytorch.core.nn import SGD
 from tinytorch.core.tensor import no_grad
 
@@ -108,6 +112,25 @@ def cycle(items):
     return next_item
 
 
+COPY = {}                                 # 256 MiB source and destination for the side-by-side copy
+
+
+def copy_contenders():
+    "Two functions to time next to a lookup: np.copyto of 256 MiB on one thread and on all threads."
+    if not COPY:
+        COPY["src"], COPY["dst"] = np.ones(2**26, np.float32), np.zeros(2**26, np.float32)   # written: no page faults
+        cuts = np.linspace(0, COPY["src"].size, worker_count() + 1).astype(int)
+        COPY["slices"] = [(slice(a, b),) for a, b in zip(cuts[:-1], cuts[1:])]
+    src, dst = COPY["src"], COPY["dst"]
+    return {"copy, one thread": lambda: np.copyto(dst, src),
+            "copy, all threads": lambda: run_parallel(lambda sl: np.copyto(dst[sl], src[sl]), COPY["slices"])}
+
+
+def side_by_side_bandwidth(t):
+    "GB/s of the better copy timed in the same rounds (`t` holds their median ms)."
+    return 2 * COPY["src"].nbytes / (min(t["copy, one thread"], t["copy, all threads"]) / 1e3) / 1e9
+
+
 def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
     rng = np.random.default_rng(0)
     layer = Embedding(vocab, dim, seed=0)
@@ -117,12 +140,13 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
     grad = rng.standard_normal(shape + (dim,), dtype=np.float32)
     rows = []
 
-    def row(op, ours, theirs=None, moved=None, note=""):
+    def row(op, ours, theirs=None, moved=None, note="", copy_gb_s=None):
         r = {"config": name, "vocab": vocab, "dim": dim, "ids": list(shape), "op": op, "ours_ms": ours,
              "torch_ms": theirs, "ratio": None if theirs is None else ours / theirs, "note": note}
         if moved is not None:
             r["gb_per_s"] = moved / (ours / 1e3) / 1e9
-            r["roofline_fraction"] = r["gb_per_s"] / bandwidth
+            r["copy_gb_per_s"] = copy_gb_s or bandwidth
+            r["roofline_fraction"] = r["gb_per_s"] / r["copy_gb_per_s"]
         rows.append(r)
 
     if use_torch:
@@ -132,7 +156,8 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
 
     # ---- forward (incl. validation); a separate validation pass for comparison
     ours_ids, torch_ids = cycle(pool), cycle(t_pool) if use_torch else None
-    fns = {"ours": lambda: layer.forward(ours_ids()), "validate": lambda: as_token_ids(ours_ids(), vocab)}
+    fns = {"ours": lambda: layer.forward(ours_ids()), "validate": lambda: as_token_ids(ours_ids(), vocab),
+           **copy_contenders()}
     if use_torch:
         fns["torch"] = lambda: F.embedding(torch_ids(), t_table)
     with no_grad():
@@ -142,7 +167,9 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
         else:
             t = interleaved(fns, repeats)
     moved = _lookup_bytes(n, dim, table.itemsize, pool[0].itemsize)
-    row("forward", t["ours"], t.get("torch"), moved, note="new output each call")
+    copy_gb_s = side_by_side_bandwidth(t)
+    row("forward", t["ours"], t.get("torch"), moved, copy_gb_s=copy_gb_s,
+        note=f"new output each call; copy {copy_gb_s:.1f} GB/s in the same rounds")
 
     # ---- what the check adds: the same lookup with and without it, paired per round
     def unchecked():
@@ -158,12 +185,14 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
 
     # ---- the gather alone, into a reused output (what the roofline bounds)
     out_buf = np.zeros(shape + (dim,), table.dtype)
-    fns = {"ours": lambda: gather_rows(table, ours_ids(), out_buf)}      # validates the ids first
+    fns = {"ours": lambda: gather_rows(table, ours_ids(), out_buf), **copy_contenders()}   # validates the ids first
     if use_torch:
         t_buf = torch.zeros(n, dim)
         fns["torch"] = lambda: torch.index_select(t_table, 0, torch_ids().reshape(-1), out=t_buf)
     t = interleaved(fns, repeats)
-    row("gather (reused out)", t["ours"], t.get("torch"), moved, note="incl. validation")
+    copy_gb_s = side_by_side_bandwidth(t)
+    row("gather (reused out)", t["ours"], t.get("torch"), moved, copy_gb_s=copy_gb_s,
+        note=f"incl. validation; copy {copy_gb_s:.1f} GB/s in the same rounds")
 
     # ---- dense backward
     ids0 = pool[0]
