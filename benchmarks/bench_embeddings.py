@@ -50,8 +50,8 @@ from pathlib import Path
 import numpy as np
 
 from tinytorch.core.embeddings import (Embedding, EmbeddingProfiler, PositionalEncoding, TokenPositionEmbedding,
-                                       _lookup_bytes, as_token_ids, gather_rows, lookup_rows, run_parallel,
-                                       sinusoidal_table, worker_count)
+                                       _lookup_bytes, as_token_ids, copy_functions, gather_rows, lookup_rows,
+                                       sinusoidal_table)
 from tinytorch.core.nn import SGD
 from tinytorch.core.tensor import no_grad
 
@@ -119,11 +119,7 @@ def copy_contenders():
     "Two functions to time next to a lookup: np.copyto of 256 MiB on one thread and on all threads."
     if not COPY:
         COPY["src"], COPY["dst"] = np.ones(2**26, np.float32), np.zeros(2**26, np.float32)   # written: no page faults
-        cuts = np.linspace(0, COPY["src"].size, worker_count() + 1).astype(int)
-        COPY["slices"] = [(slice(a, b),) for a, b in zip(cuts[:-1], cuts[1:])]
-    src, dst = COPY["src"], COPY["dst"]
-    return {"copy, one thread": lambda: np.copyto(dst, src),
-            "copy, all threads": lambda: run_parallel(lambda sl: np.copyto(dst[sl], src[sl]), COPY["slices"])}
+    return {"copy, " + who: fn for who, fn in copy_functions(COPY["src"], COPY["dst"]).items()}
 
 
 def side_by_side_bandwidth(t):

@@ -25,7 +25,7 @@ __all__ = ['INIT_TYPES', 'HEAVY_REPEATS', 'PARALLEL_MIN_BYTES', 'POSITION_KINDS'
            'sinusoidal_table', 'PositionalEncoding', 'LearnedPositionalEmbedding', 'TokenPositionEmbedding',
            'default_text', 'unigram_entropy', 'char_groups', 'structure_score', 'nearest_neighbours', 'CharModel',
            'evaluate_loss', 'train_char_model', 'plot_embedding_map', 'RotaryPositionalEmbedding', 'time_call',
-           'EmbeddingProfiler', 'analyze_embedding_system_design']
+           'copy_functions', 'EmbeddingProfiler', 'analyze_embedding_system_design']
 
 # %% ../../nbs/11_embeddings.ipynb #token-id-error
 class TokenIdError(ValueError, IndexError):
@@ -273,12 +273,19 @@ def _check_rows_out(out: np.ndarray, shape: tuple, dtype, who: str):
     if not out.flags.c_contiguous:
         raise ValueError(f"{who}: out must be C-contiguous (a fresh array, not a strided view)")
 
-def _slices(n: int, nbytes: int) -> Tuple[list, int]:
-    "`[(start, end), ...]` cutting `n` items (`nbytes` in all) for the threads, and how many threads."
-    parts = _parts(n, nbytes)
+def _gather(table: np.ndarray, ids: np.ndarray, out: np.ndarray, first=None):
+    """`out[...] = table[ids]` by `np.take` on slices of the ids, shared among the threads; `first()`,
+    if given, is the first task, so the calling thread runs it while the helpers start gathering."""
+    flat_ids, flat_out = ids.reshape(-1), out.reshape(-1, table.shape[1])   # (n,), (n, dim)
+    n, parts = flat_ids.size, _parts(flat_ids.size, out.nbytes)
     pieces = 1 if parts == 1 else 4 * parts         # small pieces keep every thread busy to the end
     cuts = [n * i // pieces for i in range(pieces + 1)]
-    return list(zip(cuts[:-1], cuts[1:])), parts
+    def task(a, b):
+        if a < 0:
+            first()
+        else:
+            np.take(table, flat_ids[a:b], axis=0, out=flat_out[a:b], mode='clip')
+    run_parallel(task, ([(-1, -1)] if first else []) + list(zip(cuts[:-1], cuts[1:])), parts)
 
 def gather_rows(table: np.ndarray, ids, out: np.ndarray, checked: bool = False) -> np.ndarray:
     """`out[...] = table[ids]`, in place; `out` is `(*ids.shape, dim)` with the table's dtype.
@@ -289,10 +296,7 @@ def gather_rows(table: np.ndarray, ids, out: np.ndarray, checked: bool = False) 
     if not checked:
         ids = as_token_ids(ids, table.shape[0])
     _check_rows_out(out, ids.shape + table.shape[1:], table.dtype, 'gather_rows')
-    flat_ids, flat_out = ids.reshape(-1), out.reshape(-1, table.shape[1])   # (n,), (n, dim)
-    slices, parts = _slices(flat_ids.size, out.nbytes)
-    run_parallel(lambda a, b: np.take(table, flat_ids[a:b], axis=0, out=flat_out[a:b], mode='clip'),
-                 slices, parts)
+    _gather(table, ids, out)
     return out
 
 def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
@@ -302,16 +306,9 @@ def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
     wake up and start gathering: the check costs almost nothing extra. With `mode='clip'` a bad
     id never makes the gather fail, so the error is always the check's `TokenIdError`, raised once
     every thread has stopped; the new array is dropped: nothing else was written."""
-    ids, vocab_size = as_token_ids(ids, None), table.shape[0]
+    ids = as_token_ids(ids, None)
     rows = np.empty(ids.shape + table.shape[1:], table.dtype)                 # (*ids.shape, dim)
-    flat_ids, flat_rows = ids.reshape(-1), rows.reshape(-1, table.shape[1])   # (n,), (n, dim)
-    slices, parts = _slices(flat_ids.size, rows.nbytes)
-    def task(a, b):
-        if a < 0:
-            as_token_ids(ids, vocab_size)      # raises for a bad id
-        else:
-            np.take(table, flat_ids[a:b], axis=0, out=flat_rows[a:b], mode='clip')
-    run_parallel(task, [(-1, -1)] + slices, parts)
+    _gather(table, ids, rows, first=lambda: as_token_ids(ids, table.shape[0]))   # raises for a bad id
     return rows
 
 # %% ../../nbs/11_embeddings.ipynb #add-rows
@@ -900,6 +897,13 @@ def _lookup_bytes(n_tokens: int, dim: int, itemsize: int, id_itemsize: int = 8) 
     "Bytes a lookup moves: read the rows, write the output, read the ids."
     return n_tokens * (2 * dim * itemsize + id_itemsize)
 
+def copy_functions(src: np.ndarray, dst: np.ndarray) -> Dict[str, object]:
+    "`np.copyto(dst, src)` on one thread and split among all threads: what copy bandwidth is timed with."
+    cuts = np.linspace(0, src.size, worker_count() + 1).astype(int)
+    slices = [(slice(a, b),) for a, b in zip(cuts[:-1], cuts[1:])]
+    return {'one thread': lambda: np.copyto(dst, src),
+            'all threads': lambda: run_parallel(lambda s: np.copyto(dst[s], src[s]), slices)}
+
 class EmbeddingProfiler:
     "Measures lookups, memory and positional encodings with warm-up, repeats and medians."
 
@@ -914,14 +918,11 @@ class EmbeddingProfiler:
         the better of one thread and `worker_count()` threads each copying a slice (the lookups use both)."""
         n = _check_positive_int('size_mb', size_mb) * 2**20 // 4
         src, dst = np.ones(n, np.float32), np.zeros(n, np.float32)    # both written once: no page faults timed
-        threads = worker_count()
-        cuts = np.linspace(0, n, threads + 1).astype(int)
-        slices = [(slice(a, b),) for a, b in zip(cuts[:-1], cuts[1:])]
-        repeats = max(5, self.repeats // 2)
-        one = time_call(lambda: np.copyto(dst, src), repeats=repeats, warmup=1)
-        many = time_call(lambda: run_parallel(lambda s: np.copyto(dst[s], src[s]), slices), repeats=repeats, warmup=1)
+        copies, repeats = copy_functions(src, dst), max(5, self.repeats // 2)
+        one = time_call(copies['one thread'], repeats=repeats, warmup=1)
+        many = time_call(copies['all threads'], repeats=repeats, warmup=1)
         rate = lambda t: 2 * src.nbytes / (t['median_ms'] / 1e3) / 1e9
-        self.bandwidth_detail = {'one_thread_gb_s': rate(one), 'all_threads_gb_s': rate(many), 'threads': threads}
+        self.bandwidth_detail = {'one_thread_gb_s': rate(one), 'all_threads_gb_s': rate(many), 'threads': worker_count()}
         self.bandwidth_gb_s = max(rate(one), rate(many))
         return self.bandwidth_gb_s
 
