@@ -18,9 +18,9 @@ from pathlib import Path
 from .nbtests import _EXPORT_DIRECTIVES, _TEST_FUNC, parse_directives
 
 # %% auto #0
-__all__ = ['BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'SKIP_TAG', 'NBGRADER_CONFIG', 'WORKSPACE_PYPROJECT',
-           'WORKSPACE_README', 'WORKSPACE_TOOLING', 'MarkerError', 'strip_hidden_tests', 'cell_role',
-           'nbgrader_metadata', 'expected_metadata', 'sync_metadata', 'graded_parts', 'find_notebook',
+__all__ = ['BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'SKIP_TAG', 'NBGRADER_CONFIG', 'KERNEL_ARGS',
+           'WORKSPACE_PYPROJECT', 'WORKSPACE_README', 'WORKSPACE_TOOLING', 'MarkerError', 'strip_hidden_tests',
+           'cell_role', 'nbgrader_metadata', 'expected_metadata', 'sync_metadata', 'graded_parts', 'find_notebook',
            'graded_notebooks', 'check_metadata', 'write_course', 'tool_env', 'run_nbgrader', 'public_text',
            'secret_lines', 'notebook_text', 'find_leaks', 'release', 'run_notebook_tests', 'format_report',
            'workspace_leaks', 'build_workspace']
@@ -294,6 +294,8 @@ def _cell_error(cell) -> str | None:
             return f"{out.get('ename', 'Error')}: {value[0] if value else ''}".rstrip(': ')
     return None
 
+KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]   # a student sees the report, not the kernel's own TCP warning
+
 def run_notebook_tests(notebook, timeout: int = 60) -> dict:
     "Execute `notebook` in a fresh kernel; per graded test cell: grade_id, points, max_points, error."
     import nbformat
@@ -301,7 +303,7 @@ def run_notebook_tests(notebook, timeout: int = 60) -> dict:
     path = Path(notebook).resolve()
     nb = nbformat.read(str(path), as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name='python3', allow_errors=True,
-                            interrupt_on_timeout=True, record_timing=False,
+                            interrupt_on_timeout=True, record_timing=False, extra_arguments=KERNEL_ARGS,
                             error_on_timeout={'ename': 'CellTimeoutError',
                                               'evalue': f'the cell ran longer than {timeout} s and was interrupted',
                                               'traceback': []},

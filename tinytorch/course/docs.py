@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .assignments import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, _source,
+from .assignments import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, KERNEL_ARGS, _source,
                                           cell_role, find_leaks, public_text, secret_lines, strip_hidden_tests)
 from .nbtests import _EXPORT_DIRECTIVES, parse_directives, read_notebook
 
@@ -224,7 +224,7 @@ def execute_notebook(nb: dict, cwd, timeout: int = 600) -> dict:
     node = nbformat.from_dict(copy.deepcopy(nb))
     env = dict(os.environ, MPLBACKEND='module://matplotlib_inline.backend_inline', PYDEVD_DISABLE_FILE_VALIDATION='1')
     client = NotebookClient(node, timeout=timeout, kernel_name='python3', allow_errors=False,
-                            extra_arguments=['--IPKernelApp.log_level=ERROR'],  # not its TCP warning
+                            extra_arguments=KERNEL_ARGS,
                             resources={'metadata': {'path': str(Path(cwd).resolve())}})
     client.execute(env=env)
     return json.loads(nbformat.writes(node))
