@@ -188,26 +188,35 @@ def test_worker_count_setting(monkeypatch):
     assert 1 <= worker_count() <= 8
 
 
+def _two_threads_meet(barrier: threading.Barrier, i: int):
+    "Tasks 0 and 1 wait for each other: they return only if two threads run them at once, however busy the machine."
+    if i < 2:
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            raise AssertionError("no second thread took a task within 30 s: everything ran on one thread") from None
+
+
 @pytest.mark.parametrize("threads", [3], indirect=True)
 def test_run_parallel_keeps_order_and_uses_threads(threads):
-    seen = set()
+    barrier = threading.Barrier(2, timeout=30)
     def task(i):
-        seen.add(threading.get_ident())
-        time.sleep(0.01)
+        _two_threads_meet(barrier, i)
         return i * i
     assert run_parallel(task, [(i,) for i in range(12)]) == [i * i for i in range(12)]
-    assert len(seen) > 1, "all tasks ran on one thread"
 
 
 @pytest.mark.parametrize("threads", [2], indirect=True)
 def test_run_parallel_raises_only_after_running_tasks_finished(threads):
-    started, finished = threading.Event(), []
+    started, failing, finished = threading.Event(), threading.Event(), []
     def task(i):
         if i == 0:                              # this thread's first task fails while a helper is busy
-            assert started.wait(10), "no helper thread took a task"
+            assert started.wait(30), "no helper thread took a task"
+            failing.set()
             raise RuntimeError("task 0 failed")
         started.set()
-        time.sleep(0.05)
+        assert failing.wait(30)
+        time.sleep(0.5)                         # still running while the error is recorded
         finished.append(i)
     with pytest.raises(RuntimeError, match="task 0 failed"):
         run_parallel(task, [(i,) for i in range(6)])
@@ -218,11 +227,14 @@ def _gather_in_child(queue):
     table = np.arange(20, dtype=np.float32).reshape(10, 2)
     out = np.empty((6, 2), np.float32)
     gather_rows(table, np.array([1, 2, 3, 4, 5, 6]), out)
-    seen = set()
+    seen, barrier = set(), threading.Barrier(2, timeout=30)
     def task(i):
         seen.add(threading.get_ident())
-        time.sleep(0.02)
-    run_parallel(task, [(i,) for i in range(10)])
+        _two_threads_meet(barrier, i)
+    try:
+        run_parallel(task, [(i,) for i in range(10)])
+    except AssertionError:
+        pass                                    # reported below as the number of threads seen
     queue.put((out.tolist(), len(seen)))
 
 
@@ -234,11 +246,11 @@ def test_threads_work_after_fork(monkeypatch):
     queue = ctx.Queue()
     child = ctx.Process(target=_gather_in_child, args=(queue,))
     child.start()
-    child.join(timeout=30)
+    child.join(timeout=120)
     if child.is_alive():
         child.kill()
         pytest.fail("gather_rows hung in a forked child")
-    rows, threads_used = queue.get(timeout=5)
+    rows, threads_used = queue.get(timeout=60)
     assert rows == [[2, 3], [4, 5], [6, 7], [8, 9], [10, 11], [12, 13]]
     assert threads_used == 2, "the child ran everything on one thread: the parent's dead helpers were reused"
 
