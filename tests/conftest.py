@@ -8,6 +8,13 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+try:    # property tests never time anything: no per-example deadline, no "generation too slow" failure
+    from hypothesis import HealthCheck, settings
+    settings.register_profile("tinytorch", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("tinytorch")
+except ImportError:
+    pass
 sys.path.insert(0, str(Path(__file__).parent))
 
 

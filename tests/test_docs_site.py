@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
 ARTIFACTS = ROOT / ".artifacts" / "docs"
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+BROWSER_WAIT_MS = 120_000    # a limit for a hung page, with room for a busy machine (Playwright's default: 30 s)
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -217,6 +218,7 @@ class _Page:
     def __init__(self, browser, base):
         self.base, self.problems = base, []
         self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.page.set_default_timeout(BROWSER_WAIT_MS)
         self.page.on("console", lambda m: m.type == "error" and self.problems.append(
             f"console error: {m.text} ({m.location.get('url')})"))
         self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
@@ -306,7 +308,7 @@ def _search(viewer, query):
     page = viewer.open("search.html?q=" + urllib.parse.quote(query))
     page.wait_for_function(
         "() => { const s = document.querySelector('#search-results .search-summary');"
-        " return s && /finished|did not match/i.test(s.innerText); }", timeout=30_000)
+        " return s && /finished|did not match/i.test(s.innerText); }", timeout=BROWSER_WAIT_MS)
     return page.eval_on_selector_all("#search-results ul.search > li a", "els => els.map(e => e.getAttribute('href'))")
 
 
