@@ -18,7 +18,7 @@ pytest.importorskip("nbgrader")
 
 from browser import chromium  # noqa: E402
 from course_scenarios import write_submissions  # noqa: E402
-from tinytorch.course.assignments import find_leaks, release, secret_lines  # noqa: E402
+from tinytorch.course.assignments import find_leaks, graded_parts, release, secret_lines  # noqa: E402
 from tinytorch.course.grading import grade  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +28,9 @@ CLI = Path(sys.executable).parent / "tinytorch"           # the console script f
 ARTIFACTS = ROOT / ".artifacts" / "formgrader"
 WAIT_S = 120               # a limit for a hung server or page, with room for a busy machine
 COMMENT = "Clear argument; the table size is computed, not guessed."
+PARTS = {gid: (kind, pts) for gid, kind, pts in graded_parts(SOURCE)}
+ANSWERS = sorted(gid for gid, (kind, _) in PARTS.items() if kind == "answer")     # reflect-a1, a2, a3
+CODE_MAX = sum(pts for kind, pts in PARTS.values() if kind == "test")
 
 
 @pytest.fixture(scope="module")
@@ -94,23 +97,28 @@ def test_scores_and_comments_reach_final_grades_and_feedback(course, formgrader)
         listing = page.request.get(f"{base}/formgrader/api/submitted_notebooks/11_embeddings/11_embeddings").json()
         submission = next(s["id"] for s in listing if s["student"] == "reference")
         page.goto(f"{base}/formgrader/submissions/{submission}/")
-        page.wait_for_function("() => window.MathJax && MathJax.loaded === true")   # the page's script is ready
-        assert page.locator("input.score").count() == 13, "every graded part should show a score box"
+        try:                                               # the page's script is ready once MathJax is
+            page.wait_for_function("() => window.MathJax && MathJax.loaded === true")
+        except Exception:
+            pytest.fail("the grading page never finished loading, so no score box can save:\n" + "\n".join(problems))
+        assert page.locator("input.score").count() == len(PARTS), "every graded part should show a score box"
 
-        _score(page, "reflect-a1", "3")
-        comment = page.locator("textarea#reflect-a1-comment")
+        a1, a2, a3 = ANSWERS
+        assert [PARTS[a][1] for a in ANSWERS] == [4, 4, 4], "the scores below assume three answers of 4 points"
+        _score(page, a1, "3")
+        comment = page.locator(f"textarea#{a1}-comment")
         comment.fill(COMMENT)
         comment.press("Tab")
-        too_high, negative = _score(page, "reflect-a2", "99"), _score(page, "reflect-a3", "-1")
-        _wait_for(lambda: _api(page, base, "grades", submission)["reflect-a1"]["manual_score"] == 3, "the score of reflect-a1")
+        too_high, negative = _score(page, a2, "99"), _score(page, a3, "-1")
+        _wait_for(lambda: _api(page, base, "grades", submission)[a1]["manual_score"] == 3, f"the score of {a1}")
         # out of range: the formgrader saves the maximum for a score above it and 0 for a negative one
-        _wait_for(lambda: _api(page, base, "grades", submission)["reflect-a2"]["manual_score"] == 4, "reflect-a2 as its maximum")
-        _wait_for(lambda: _api(page, base, "grades", submission)["reflect-a3"]["manual_score"] == 0, "reflect-a3 as 0")
+        _wait_for(lambda: _api(page, base, "grades", submission)[a2]["manual_score"] == 4, f"{a2} as its maximum")
+        _wait_for(lambda: _api(page, base, "grades", submission)[a3]["manual_score"] == 0, f"{a3} as 0")
         assert (too_high.input_value(), negative.input_value()) == ("4", "0")
-        _wait_for(lambda: _api(page, base, "comments", submission)["reflect-a1"]["manual_comment"] == COMMENT,
-                  "the comment on reflect-a1")
+        _wait_for(lambda: _api(page, base, "comments", submission)[a1]["manual_comment"] == COMMENT,
+                  f"the comment on {a1}")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        page.locator("input.score#reflect-a1").scroll_into_view_if_needed()
+        page.locator(f"input.score#{a1}").scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "formgrader.png"))
         assert not problems, "\n".join(problems)
 
@@ -119,16 +127,17 @@ def test_scores_and_comments_reach_final_grades_and_feedback(course, formgrader)
     assert "final grades: " in out.stdout and "1 complete, 1 to grade" in out.stdout, out.stdout
     rows = {r["student"]: r for r in csv.DictReader(open(course / "final_grades_11_embeddings.csv"))}
     reference, untouched = rows["reference"], rows["untouched"]
-    assert (reference["reflect-a1"], reference["reflect-a2"], reference["reflect-a3"]) == ("3", "4", "0")
+    assert [reference[a] for a in ANSWERS] == ["3", "4", "0"]
+    total, top = CODE_MAX + 7, CODE_MAX + 12
     assert (reference["autograded_total"], reference["manual_total"], reference["total"], reference["max_points"]) \
-        == ("24", "7", "31", "36"), reference
+        == (f"{CODE_MAX:g}", "7", f"{total:g}", f"{top:g}"), reference
     assert reference["status"] == "complete" and reference["details"] == ""
-    assert untouched["reflect-a1"] == "" and untouched["status"] == "to grade", untouched
-    assert untouched["details"] == "to grade: reflect-a1, reflect-a2, reflect-a3"
+    assert untouched[a1] == "" and untouched["status"] == "to grade", untouched
+    assert untouched["details"] == "to grade: " + ", ".join(ANSWERS)
 
     page_html = (course / "feedback" / "reference" / "11_embeddings" / "11_embeddings.html").read_text()
     text = html.unescape(page_html)
-    assert COMMENT in text and "Total: 31 / 36 points" in text
+    assert COMMENT in text and f"Total: {total:g} / {top:g} points" in text
     assert find_leaks(secret_lines(SOURCE, solutions=False), text) == [], "the feedback shows hidden tests"
 
 
@@ -137,12 +146,12 @@ def test_a_score_outside_its_range_stops_final_grades(course, tmp_path):
     copy = shutil.copytree(course, tmp_path / "course")
     with Gradebook(f"sqlite:///{copy / 'gradebook.db'}", "tinytorch") as gb:
         sub = gb.find_submission_notebook("11_embeddings", "11_embeddings", "untouched")
-        next(g for g in sub.grades if g.name == "reflect-a2").manual_score = 9   # by other means than the formgrader
+        next(g for g in sub.grades if g.name == ANSWERS[1]).manual_score = 9   # by other means than the formgrader
         gb.db.commit()
     (copy / "final_grades_11_embeddings.csv").unlink(missing_ok=True)
     out = subprocess.run([CLI, "grades", "11", "--course", copy], capture_output=True, text=True)
     assert out.returncode == 2 and out.stdout == "", out.stdout + out.stderr
-    assert out.stderr.strip() == ("tinytorch grades: untouched: part reflect-a2 has score 9, outside 0 … 4; "
+    assert out.stderr.strip() == (f"tinytorch grades: untouched: part {ANSWERS[1]} has score 9, outside 0 … 4; "
                                   "correct it in the formgrader"), out.stderr
     assert not (copy / "final_grades_11_embeddings.csv").exists(), "a final grades file was written anyway"
 
