@@ -14,9 +14,7 @@ say why. A screenshot of the embeddings page is kept in .artifacts/docs/ (git-ig
 import html
 import http.server
 import json
-import os
 import re
-import shutil
 import threading
 import time
 import urllib.parse
@@ -24,11 +22,11 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from browser import chromium, unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
 ARTIFACTS = ROOT / ".artifacts" / "docs"
-IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 BROWSER_WAIT_MS = 120_000    # a limit for a hung page, with room for a busy machine (Playwright's default: 30 s)
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -37,9 +35,7 @@ ANSWER = re.compile(r"^\s*<!--\s*answer:", re.I)
 
 
 def _unavailable(reason):
-    if IN_CI:
-        pytest.fail(f"{reason} — CI=true, so the docs site must be built and tested in a real browser")
-    pytest.skip(reason)
+    unavailable(reason, "the docs site")
 
 
 # ---------------------------------------------------------------- what must not be published
@@ -198,18 +194,8 @@ def server(site):
 
 @pytest.fixture(scope="module")
 def browser():
-    chromium = shutil.which("chromium")
-    if not chromium:
-        _unavailable("Debian's chromium is not installed (as root: apt-get update && apt-get install -y chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("playwright is not installed (pip install -e '.[dev]')")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, headless=True,
-                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+    with chromium("the docs site") as b:
         yield b
-        b.close()
 
 
 class _Page:

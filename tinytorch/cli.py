@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['DemoInputError', 'read_text_file', 'demo', 'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_docs',
-           'cmd_metadata', 'build_parser', 'main']
+__all__ = ['DemoInputError', 'read_text_file', 'demo', 'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_formgrade',
+           'cmd_grades', 'cmd_docs', 'cmd_metadata', 'build_parser', 'main']
 
 # %% ../nbs/92_cli.ipynb #demo
 class DemoInputError(ValueError):
@@ -150,6 +150,23 @@ def cmd_grade(args) -> int:
         return 3
     return 0
 
+def cmd_formgrade(args) -> int:
+    from tinytorch.course.manual_grading import serve_formgrader
+    return serve_formgrader(args.course, port=args.port)      # prints the address, serves until Ctrl-C
+
+def cmd_grades(args) -> int:
+    from tinytorch.course.manual_grading import final_grades, graded_assignment, regenerate_feedback, write_final_grades
+    course, assignment = graded_assignment(args.course, args.module)
+    parts, rows = final_grades(course, args.module)
+    path = write_final_grades(parts, rows, args.out or course / f"final_grades_{assignment}.csv")
+    counts = {s: sum(r['status'] == s for r in rows) for s in ('complete', 'to grade', 'to confirm', 'failed')}
+    print(f"final grades: {path} ({len(rows)} students: " + ', '.join(f"{n} {s}" for s, n in counts.items()) + ")")
+    pages = regenerate_feedback(course, assignment, parts, rows)
+    withheld = sorted(s for s, page in pages.items() if page is None)
+    print(f"feedback: {len(pages) - len(withheld)} page(s) rewritten in {course / 'feedback'}"
+          + (f"; withheld (they would show hidden tests): {', '.join(withheld)}" if withheld else ''))
+    return 0
+
 def cmd_docs(args) -> int:
     from tinytorch.course.docs import build_docs
     site = build_docs(out_dir=args.out, nbs_dir=_nbs_dir(args.nbs))      # logs pages and build time
@@ -204,6 +221,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--cell-timeout', type=_positive_int, default=30)
     p.add_argument('--wall-seconds', type=_positive_int, default=300)
     p.set_defaults(func=cmd_grade)
+    p = sub.add_parser('formgrade', help="serve nbgrader's formgrader on a graded course (score the written answers)")
+    p.add_argument('course', help="the course folder that `tinytorch grade` wrote")
+    p.add_argument('--port', type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    p.set_defaults(func=cmd_formgrade)
+    p = sub.add_parser('grades', help="final grades CSV and feedback after manual grading")
+    p.add_argument('module'); p.add_argument('--course', required=True, help="the course folder that `tinytorch grade` wrote")
+    p.add_argument('--out', metavar='FILE', help="default: COURSE/final_grades_<assignment>.csv")
+    p.set_defaults(func=cmd_grades)
     p = sub.add_parser('docs', help="build the docs site (executed notebooks, API, guides) into _docs/")
     p.add_argument('--out', default='_docs'); p.add_argument('--nbs')
     p.set_defaults(func=cmd_docs)

@@ -26,8 +26,8 @@ from .nbtests import _EXPORT_DIRECTIVES, parse_directives
 # %% auto #0
 __all__ = ['CSV_FIELDS', 'repair_submission', 'isolation_level', 'isolation_available', 'run_isolated', 'exported_source',
            'second_channel', 'sanitize_for_feedback', 'StudentResult', 'GradingSetup', 'empty_parts', 'grade_one',
-           'write_feedback', 'find_submissions', 'prepare', 'merge_into_gradebook', 'part_status', 'write_grades_csv',
-           'grade']
+           'write_feedback', 'render_feedback', 'find_submissions', 'prepare', 'merge_into_gradebook', 'part_status',
+           'write_grades_csv', 'grade']
 
 # %% ../../nbs/93_grading.ipynb #check
 def _graded_ids(nb: dict) -> dict:
@@ -329,8 +329,6 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
 
 def write_feedback(result: StudentResult, assignment: str, dest: Path) -> Path:
     "Feedback HTML for one student: a score table, then their autograded notebook without hidden tests."
-    from nbconvert import HTMLExporter
-    import nbformat
     nb = json.loads(result.autograded.read_text(encoding='utf-8'))
     rows = ['| part | points | status |', '|---|---|---|']
     for gid, p in result.parts.items():
@@ -340,7 +338,14 @@ def write_feedback(result: StudentResult, assignment: str, dest: Path) -> Path:
     header = (f"# Feedback: {assignment}, {result.student}\n\n**Autograded: {result.points:g} / "
               f"{sum(p['max_points'] for p in result.parts.values() if p['kind'] == 'test'):g} points.** "
               "Written answers are graded by your instructor.\n\n" + '\n'.join(rows))
-    nb['cells'].insert(0, {'cell_type': 'markdown', 'metadata': {}, 'source': header, 'id': 'tinytorch-feedback'})
+    return render_feedback(nb, header, dest)
+
+def render_feedback(nb: dict, header: str, dest: Path) -> Path:
+    "Write `nb` as feedback HTML under a markdown `header`, hidden tests and tracebacks removed."
+    from nbconvert import HTMLExporter
+    import nbformat
+    nb = dict(nb, cells=[{'cell_type': 'markdown', 'metadata': {}, 'source': header, 'id': 'tinytorch-feedback'},
+                         *nb['cells']])
     node = nbformat.reads(json.dumps(sanitize_for_feedback(nb)), as_version=4)   # joins multi-line sources
     body, _ = HTMLExporter(template_name='classic').from_notebook_node(node)
     dest.parent.mkdir(parents=True, exist_ok=True)
