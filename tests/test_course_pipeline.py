@@ -128,7 +128,8 @@ def test_untouched_release_scores_zero(graded):
 def test_one_broken_function_loses_exactly_its_part(graded):
     assert points(graded, "broken-sinusoid") == all_but({"test_sinusoidal_table"})
     broken = points(graded, "broken-backward")
-    assert broken["test_scatter_add_rows"] == 0 and broken["test_embedding_backward"] == 0
+    # the student's scatter-add is graded on its own; the layer's backward uses the library's kernels
+    assert broken == all_but({"test_scatter_add_rows"}), broken
     assert broken["test_as_token_ids"] == TESTS["test_as_token_ids"]
     assert broken["test_sinusoidal_table"] == TESTS["test_sinusoidal_table"]
 
