@@ -11,14 +11,16 @@ from typing import Dict, List, Optional, Union
 import numpy as np
 
 from . import row_kernels as kernels          # the library's fast gather and scatter-add
-from .row_kernels import TokenIdError
+from .row_kernels import TokenIdError           # part of this module's API too
 from .tensor import RowSparseGrad, Tensor, _unbroadcast
 from .nn import _check_positive_int
+
+_all_ = ['TokenIdError']
 
 # %% auto #0
 __all__ = ['INIT_TYPES', 'POSITION_KINDS', 'as_token_ids', 'init_embedding_table', 'lookup_rows', 'scatter_add_rows',
            'sum_rows_by_id', 'Embedding', 'sinusoidal_table', 'PositionalEncoding', 'LearnedPositionalEmbedding',
-           'TokenPositionEmbedding', 'RotaryPositionalEmbedding']
+           'TokenPositionEmbedding', 'RotaryPositionalEmbedding', 'TokenIdError']
 
 # %% ../../nbs/11_embeddings.ipynb #as-ids
 def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
