@@ -47,7 +47,7 @@ MISTAKES = {
         "test_scatter_add_rows", ["should be [1, 2] + [100, 200] = [101, 202]", "got [100.0, 200.0]"], set()),
     "duplicate ids overwrite (row-sparse)": (
         "scatter", "np.add.at(summed, slot.reshape(-1), rows)", "summed[slot.reshape(-1)] += rows",
-        "test_scatter_add_rows", ["expected [[10, 20], [101, 202]]", "got [[10.0, 20.0], [100.0, 200.0]]"], set()),
+        "test_scatter_add_rows", ["expected [[10, 20], [101, 202]] (id 3 occurs twice", "got [[10.0, 20.0], [100.0, 200.0]]"], set()),
     "float64 scatter-add": (
         "scatter", "dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)",
         "dense = np.zeros((num_rows,) + rows.shape[1:])",
