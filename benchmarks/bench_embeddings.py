@@ -49,9 +49,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tinytorch.core.embeddings import (Embedding, EmbeddingProfiler, PositionalEncoding, TokenPositionEmbedding,
-                                       _lookup_bytes, as_token_ids, copy_functions, gather_rows, lookup_rows,
-                                       sinusoidal_table)
+from tinytorch.core.embeddings import Embedding, PositionalEncoding, TokenPositionEmbedding, sinusoidal_table
+from tinytorch.core.profiling import EmbeddingProfiler, _lookup_bytes, copy_functions
+from tinytorch.core.row_kernels import as_token_ids, gather_rows, lookup_rows
 from tinytorch.core.nn import SGD
 from tinytorch.core.tensor import no_grad
 

@@ -53,8 +53,8 @@ def build(release, source, paths):
     subs["reference"] = solved
     subs["untouched"] = copy.deepcopy(release)
     subs["broken-sinusoid"] = broken_sinusoid(solved)
-    subs["broken-backward"] = replace(solved, "scatter", "summed[group[at]] += rows[order[at]]",
-                                      "summed[group[at]] = rows[order[at]]")   # keeps one of the duplicates
+    subs["broken-backward"] = replace(solved, "scatter", "np.add.at(dense, flat_ids, rows)",
+                                      "dense[flat_ids] += rows")               # keeps one of the duplicates
     subs["test-edited-to-pass"] = edit(broken_sinusoid(solved), "sinusoidal-test",
                                        lambda s: "#| points: 3\ndef test_sinusoidal_table():\n    pass\n\ntest_sinusoidal_table()")
     subs["infinite-loop"] = replace(solved, "sinusoidal", "### BEGIN SOLUTION",

@@ -85,9 +85,9 @@ def test_release_has_no_solutions_or_hidden_tests(released):
     assert find_leaks(secrets, notebook_text(path)) == []
     text = notebook_text(path)
     assert "BEGIN HIDDEN TESTS" not in text and "### BEGIN SOLUTION" not in text
-    solution_cells = [c for c in json.loads(SOURCE.read_text())["cells"]
-                      if (c["metadata"].get("nbgrader") or {}).get("solution") and c["cell_type"] == "code"]
-    assert text.count("raise NotImplementedError()") == len(solution_cells) == 8
+    regions = sum("".join(c["source"]).count("### BEGIN SOLUTION") for c in json.loads(SOURCE.read_text())["cells"]
+                  if (c["metadata"].get("nbgrader") or {}).get("solution") and c["cell_type"] == "code")
+    assert text.count("raise NotImplementedError()") == regions == 10
 
 
 def test_release_fails_every_visible_test_and_reference_passes(released, source, tmp_path):
@@ -134,7 +134,8 @@ def test_untouched_release_scores_zero(graded):
 def test_one_broken_function_loses_exactly_its_part(graded):
     assert points(graded, "broken-sinusoid") == all_but({"test_sinusoidal_table"})
     broken = points(graded, "broken-backward")
-    assert broken["test_scatter_add_rows"] == 0 and broken["test_embedding_backward"] == 0
+    # the student's scatter-add is graded on its own; the layer's backward uses the library's kernels
+    assert broken == all_but({"test_scatter_add_rows"}), broken
     assert broken["test_as_token_ids"] == TESTS["test_as_token_ids"]
     assert broken["test_sinusoidal_table"] == TESTS["test_sinusoidal_table"]
 

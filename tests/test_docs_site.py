@@ -1,4 +1,4 @@
-"""The docs site (issue #6): built once from the executed notebooks, then checked as files and in a
+"""The docs site: built once from the executed notebooks, then checked as files and in a
 real browser (Debian's headless Chromium driven by Playwright, never a downloaded browser).
 
 What must hold: the build takes under 5 minutes with warnings as errors; no published file holds

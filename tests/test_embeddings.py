@@ -13,6 +13,7 @@ from tinytorch.core.embeddings import (
     Embedding, LearnedPositionalEmbedding, PositionalEncoding, TokenIdError, TokenPositionEmbedding,
     _add_positions, as_token_ids, scatter_add_rows, sinusoidal_table, sum_rows_by_id,
 )
+from tinytorch.core import row_kernels as kernels
 from tinytorch.core.nn import SGD, Adam
 from tinytorch.core.tensor import RowSparseGrad, Tensor
 
@@ -282,7 +283,7 @@ def test_training_moves_only_used_rows():
     assert changed.tolist() == [3, 4, 5, 6]
 
 
-# ---------------------------------------------------------------- fast paths (issue #5)
+# ---------------------------------------------------------------- id checks (the lesson's and the row kernels') and the layer's fast paths
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint64])
 def test_validation_every_integer_dtype(dtype):
@@ -298,26 +299,28 @@ def test_validation_every_integer_dtype(dtype):
             layer(np.array([2, -1], dtype))
 
 
+@pytest.mark.parametrize("check", [as_token_ids, kernels.as_token_ids], ids=["lesson", "row_kernels"])
 @pytest.mark.parametrize("dtype", [np.int8, np.int16])
-def test_validation_small_signed_dtype_with_a_larger_vocab(dtype):
+def test_validation_small_signed_dtype_with_a_larger_vocab(dtype, check):
     # viewed as unsigned, -1 is 255 (int8) or 65535 (int16): below such a vocab_size, so max() alone misses it
     vocab = int(np.iinfo(dtype).max) * 2 + 10
     with pytest.raises(TokenIdError, match="-1"):
-        as_token_ids(np.array([3, -1], dtype), vocab)
-    assert as_token_ids(np.array([3, 4], dtype), vocab).tolist() == [3, 4]
+        check(np.array([3, -1], dtype), vocab)
+    assert check(np.array([3, 4], dtype), vocab).tolist() == [3, 4]
     layer = Embedding(vocab, 2, seed=0)                   # the forward checks during its lookup
     with pytest.raises(TokenIdError, match="-1"):
         layer(np.array([3, -1], dtype))
 
 
-def test_validation_allocates_nothing_and_forward_only_its_output():
+@pytest.mark.parametrize("check", [as_token_ids, kernels.as_token_ids], ids=["lesson", "row_kernels"])
+def test_validation_allocates_nothing_and_forward_only_its_output(check):
     import tracemalloc
     layer = Embedding(5000, 64, seed=0)
     ids = np.random.default_rng(0).integers(0, 5000, (16, 512))
     layer(ids)                                            # warm caches
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
-    as_token_ids(ids, 5000)
+    check(ids, 5000)
     validate_peak = tracemalloc.get_traced_memory()[1] - base
     tracemalloc.reset_peak()
     base = tracemalloc.get_traced_memory()[0]

@@ -1,4 +1,4 @@
-"""The fast paths of module 11 against their plain definitions: sorting, scatter-add, gather, threads."""
+"""The engine behind module 11 (row kernels, thread pool) against its plain definitions: sorting, scatter-add, gather, threads."""
 import multiprocessing
 import os
 import threading
@@ -8,10 +8,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import tinytorch.core.embeddings as E
+import tinytorch.core.parallel as P
+import tinytorch.core.row_kernels as K
 from definitions import dense_reference, one_hot
-from tinytorch.core.embeddings import (Embedding, EmbeddingProfiler, TokenIdError, add_rows_at, gather_rows,
-                                       lookup_rows, run_parallel, scatter_add_rows, stable_order, worker_count)
+from tinytorch.core.embeddings import Embedding
+from tinytorch.core.parallel import run_parallel, worker_count
+from tinytorch.core.profiling import EmbeddingProfiler
+from tinytorch.core.row_kernels import (TokenIdError, add_rows_at, gather_rows, lookup_rows, scatter_add_rows,
+                                        stable_order)
 from tinytorch.core.tensor import RowSparseGrad
 
 
@@ -19,7 +23,7 @@ from tinytorch.core.tensor import RowSparseGrad
 def threads(monkeypatch, request):
     "Run with `request.param` threads, splitting even tiny inputs (so the threaded code is what runs)."
     monkeypatch.setenv("TINYTORCH_NUM_THREADS", str(request.param))
-    monkeypatch.setattr(E, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(P, "PARALLEL_MIN_BYTES", 1)
     return request.param
 
 
@@ -86,8 +90,8 @@ def test_scatter_add_property(num_rows, n, dim, seed, fresh):
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, num_rows, n) if rng.random() < 0.5 else rng.integers(0, min(num_rows, 3), n)
     rows = rng.standard_normal((n, dim), dtype=np.float32)
-    old = os.environ.get("TINYTORCH_NUM_THREADS"), E.PARALLEL_MIN_BYTES
-    os.environ["TINYTORCH_NUM_THREADS"], E.PARALLEL_MIN_BYTES = "2", 1
+    old = os.environ.get("TINYTORCH_NUM_THREADS"), P.PARALLEL_MIN_BYTES
+    os.environ["TINYTORCH_NUM_THREADS"], P.PARALLEL_MIN_BYTES = "2", 1
     try:
         base = np.zeros((num_rows, dim), np.float32) if fresh else rng.standard_normal((num_rows, dim), dtype=np.float32)
         out = add_rows_at(np.full_like(base, 7.0) if fresh else base.copy(), ids, rows, fresh=fresh)
@@ -96,7 +100,7 @@ def test_scatter_add_property(num_rows, n, dim, seed, fresh):
             del os.environ["TINYTORCH_NUM_THREADS"]
         else:
             os.environ["TINYTORCH_NUM_THREADS"] = old[0]
-        E.PARALLEL_MIN_BYTES = old[1]
+        P.PARALLEL_MIN_BYTES = old[1]
     np.testing.assert_allclose(out, loop_reference(base, ids, rows), rtol=1e-5, atol=1e-4)
 
 
@@ -149,12 +153,12 @@ def test_lookup_rows_finds_a_bad_id_anywhere(threads, where, bad):
 
 @pytest.mark.parametrize("threads", [2], indirect=True)
 def test_lookup_rows_error_comes_from_the_check_even_when_the_gather_meets_the_bad_id_first(threads, monkeypatch):
-    check = E.as_token_ids
+    check = K.as_token_ids
     def slow_check(ids, vocab_size):
         if vocab_size is not None:
             time.sleep(0.05)                    # the helpers gather every slice before the check ends
         return check(ids, vocab_size)
-    monkeypatch.setattr(E, "as_token_ids", slow_check)
+    monkeypatch.setattr(K, "as_token_ids", slow_check)
     table = np.zeros((50, 2), np.float32)
     with pytest.raises(TokenIdError, match="token id 77 is out of range"):
         lookup_rows(table, np.array([3, 77] * 100))
@@ -240,7 +244,7 @@ def _gather_in_child(queue):
 
 def test_threads_work_after_fork(monkeypatch):
     monkeypatch.setenv("TINYTORCH_NUM_THREADS", "2")
-    monkeypatch.setattr(E, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(P, "PARALLEL_MIN_BYTES", 1)
     run_parallel(lambda i: i, [(0,), (1,)])               # the parent's pool exists before the fork
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
@@ -312,8 +316,8 @@ def test_run_parallel_works_where_threads_cannot_start(threads, monkeypatch):
             pass
         def start(self):
             raise RuntimeError("can't start new thread")
-    monkeypatch.setattr(E, "_pool", {})                  # no helpers yet, and none may start
-    monkeypatch.setattr(E.threading, "Thread", NoThreads)
+    monkeypatch.setattr(P, "_pool", {})                  # no helpers yet, and none may start
+    monkeypatch.setattr(P.threading, "Thread", NoThreads)
     assert run_parallel(lambda i: i + 1, [(i,) for i in range(5)]) == [1, 2, 3, 4, 5]
     table = np.arange(12, dtype=np.float32).reshape(6, 2)
     np.testing.assert_array_equal(gather_rows(table, np.array([5, 0, 5]), np.empty((3, 2), np.float32)), table[[5, 0, 5]])

@@ -50,7 +50,10 @@ def test_first_tinytorch_test_reports_zero(workspace):
     ws, bin_dir = workspace
     out = _run(bin_dir, bin_dir / "tinytorch", "test", "11", cwd=ws)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert f"Total: 0/{VISIBLE:g}" in out.stdout and "NotImplementedError" in out.stdout, out.stdout
+    assert f"Total: 0/{VISIBLE:g}" in out.stdout, out.stdout
+    parts = [line for line in out.stdout.splitlines() if line.strip().startswith(("PASS", "FAIL"))]
+    assert len(parts) == sum(kind == "test" for _, kind, _ in graded_parts(SOURCE)), out.stdout
+    assert all(line.strip().startswith("FAIL") and "NotImplementedError" in line for line in parts), out.stdout
 
 
 def test_nothing_in_the_workspace_leaks(workspace):

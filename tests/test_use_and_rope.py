@@ -8,9 +8,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gradcheck import check_gradients
-from tinytorch.core.embeddings import (
-    RotaryPositionalEmbedding, char_groups, nearest_neighbours, structure_score, train_char_model, unigram_entropy,
-)
+from tinytorch.core.char_model import char_groups, nearest_neighbours, structure_score, train_char_model, unigram_entropy
+from tinytorch.core.embeddings import RotaryPositionalEmbedding
 from tinytorch.core.tokenization import CharTokenizer
 
 CORPUS = ("The cat sat on the mat. The dog sat on the log. 12 cats and 34 dogs met 56 birds. "

@@ -49,11 +49,13 @@ def _progress_bar(steps: int, out):
 def demo(steps: int = 400, seed: int = 0, text_path=None, out_dir='demo_output', plots: bool = True,
          out=sys.stdout) -> dict:
     "Tokenize → embed → positions → train → analyse; returns the numbers it printed."
-    from tinytorch.core import embeddings as E
-    text = read_text_file(text_path) if text_path is not None else E.default_text()
+    from tinytorch.core import char_model as C
+    from tinytorch.core.embeddings import Embedding
+    from tinytorch.core.profiling import EmbeddingProfiler, analyze_embedding_system_design
+    text = read_text_file(text_path) if text_path is not None else C.default_text()
     source = str(text_path) if text_path is not None else "Python's bundled documentation (pydoc_data.topics)"
     print(f"tinytorch demo: next-character model on {source}, {len(text):,} characters, seed {seed}", file=out)
-    run = E.train_char_model(text, steps=steps, seed=seed, progress=_progress_bar(steps, out))
+    run = C.train_char_model(text, steps=steps, seed=seed, progress=_progress_bar(steps, out))
     losses, tok = run['losses'], run['tokenizer']
     tail = losses[-max(1, steps // 8):].mean()
     print("\nLoss (nats per character)", file=out)
@@ -63,19 +65,19 @@ def demo(steps: int = 400, seed: int = 0, text_path=None, out_dir='demo_output',
     print("  curve: " + "  ".join(f"step {m}: {losses[m]:.3f}" for m in marks), file=out)
     print(f"  final (mean of last {max(1, steps // 8)} steps)  {tail:.3f}   "
           f"{'below' if tail < run['unigram_entropy'] else 'NOT below'} the unigram entropy", file=out)
-    groups = E.char_groups(tok)
-    before, after = E.structure_score(run['initial_table'], groups), E.structure_score(run['table'], groups)
+    groups = C.char_groups(tok)
+    before, after = C.structure_score(run['initial_table'], groups), C.structure_score(run['table'], groups)
     print("\nStructure: cosine similarity within vs between groups (digits, vowels, upper case, punctuation)", file=out)
     print(f"  at initialisation  within {before['within']:+.3f}  between {before['between']:+.3f}  score {before['score']:+.3f}", file=out)
     print(f"  after training     within {after['within']:+.3f}  between {after['between']:+.3f}  score {after['score']:+.3f}", file=out)
-    print("  nearest neighbours: " + "   ".join(f"{c!r}: {n}" for c, n in E.nearest_neighbours(run['table'], tok, 'ae7T.').items()), file=out)
+    print("  nearest neighbours: " + "   ".join(f"{c!r}: {n}" for c, n in C.nearest_neighbours(run['table'], tok, 'ae7T.').items()), file=out)
     stats = run['model'].embed.tokens.get_memory_usage()
     print(f"\nMemory: token table {tok.vocab_size} x {stats['embedding_dim']} {stats['dtype']} = "
           f"{stats['total_memory_mb'] * 1024:.1f} KiB; the same layer at production sizes:", file=out)
-    E.analyze_embedding_system_design()
-    profiler = E.EmbeddingProfiler(repeats=10, warmup=2, seed=seed)
+    analyze_embedding_system_design()
+    profiler = EmbeddingProfiler(repeats=10, warmup=2, seed=seed)
     bandwidth = profiler.measure_memory_bandwidth(size_mb=256)   # well past the last-level cache
-    big = E.Embedding(100_000, 256, seed=seed)
+    big = Embedding(100_000, 256, seed=seed)
     lookup = profiler.measure_lookup_performance(big, [8, 32], [128])
     print(f"\nThroughput: lookups in a 100,000 x 256 table; this machine copies {bandwidth:.1f} GB/s", file=out)
     for r in lookup.values():
@@ -85,12 +87,14 @@ def demo(steps: int = 400, seed: int = 0, text_path=None, out_dir='demo_output',
     print(f"  training: {run['tokens_per_second']:,.0f} tokens/s over {run['seconds']:.1f} s", file=out)
     written = []
     if plots:
-        written = _write_plots(run, profiler, Path(out_dir), E)
+        written = _write_plots(run, profiler, Path(out_dir))
         print(f"\nPlots written to {Path(out_dir).resolve()}/: " + ", ".join(p.name for p in written), file=out)
     return {'losses': losses, 'unigram_entropy': run['unigram_entropy'], 'final_loss': float(tail),
             'score_before': before['score'], 'score_after': after['score'], 'plots': written}
 
-def _write_plots(run, profiler, folder: Path, E) -> list:
+def _write_plots(run, profiler, folder: Path) -> list:
+    from tinytorch.core.char_model import plot_embedding_map
+    from tinytorch.core.embeddings import PositionalEncoding
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -101,9 +105,9 @@ def _write_plots(run, profiler, folder: Path, E) -> list:
     ax.axhline(run['unigram_entropy'], color='k', linestyle='--', label='unigram entropy')
     ax.set_xlabel('step'); ax.set_ylabel('nats per character'); ax.set_title('Next-character loss'); ax.legend()
     paths.append(folder / 'loss.png'); fig.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(fig)
-    ax = E.plot_embedding_map(run['table'], run['tokenizer'])
+    ax = plot_embedding_map(run['table'], run['tokenizer'])
     paths.append(folder / 'embedding_map.png'); ax.figure.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(ax.figure)
-    ax = E.PositionalEncoding(64, 200).plot(100)
+    ax = PositionalEncoding(64, 200).plot(100)
     paths.append(folder / 'positional_encoding.png'); ax.figure.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(ax.figure)
     ax = profiler.plot_lookup_throughput()
     paths.append(folder / 'lookup_roofline.png'); ax.figure.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(ax.figure)

@@ -6,34 +6,23 @@
 from __future__ import annotations
 
 import math
-import os
-import queue
-import threading
-import time
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Union
 
 import numpy as np
 
-from .tensor import RowSparseGrad, Tensor, _unbroadcast, cross_entropy, no_grad
-from .nn import Adam, Linear, _check_positive_int
-from .tokenization import CharTokenizer, BPETokenizer
+from . import row_kernels as kernels          # the library's fast gather and scatter-add
+from .row_kernels import TokenIdError           # part of this module's API too
+from .tensor import RowSparseGrad, Tensor, _unbroadcast
+from .nn import _check_positive_int
+
+_all_ = ['TokenIdError']
 
 # %% auto #0
-__all__ = ['INIT_TYPES', 'HEAVY_REPEATS', 'PARALLEL_MIN_BYTES', 'POSITION_KINDS', 'TokenIdError', 'as_token_ids',
-           'init_embedding_table', 'IdRuns', 'stable_order', 'id_runs', 'by_level', 'sum_rows_by_id', 'worker_count',
-           'run_parallel', 'gather_rows', 'lookup_rows', 'add_rows_at', 'scatter_add_rows', 'Embedding',
-           'sinusoidal_table', 'PositionalEncoding', 'LearnedPositionalEmbedding', 'TokenPositionEmbedding',
-           'default_text', 'unigram_entropy', 'char_groups', 'structure_score', 'nearest_neighbours', 'CharModel',
-           'evaluate_loss', 'train_char_model', 'plot_embedding_map', 'RotaryPositionalEmbedding', 'time_call',
-           'copy_functions', 'EmbeddingProfiler', 'analyze_embedding_system_design']
-
-# %% ../../nbs/11_embeddings.ipynb #token-id-error
-class TokenIdError(ValueError, IndexError):
-    "A token id outside `[0, vocab_size)`. Both a `ValueError` and an `IndexError`."
+__all__ = ['INIT_TYPES', 'POSITION_KINDS', 'as_token_ids', 'init_embedding_table', 'lookup_rows', 'scatter_add_rows',
+           'sum_rows_by_id', 'Embedding', 'sinusoidal_table', 'PositionalEncoding', 'LearnedPositionalEmbedding',
+           'TokenPositionEmbedding', 'RotaryPositionalEmbedding', 'TokenIdError']
 
 # %% ../../nbs/11_embeddings.ipynb #as-ids
-_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}    # the unsigned type of each integer size
-
 def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
     """Integer ndarray of `ids` (Tensor, list, tuple or ndarray), every id in `[0, vocab_size)`.
 
@@ -42,34 +31,29 @@ def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
     2. Convert to an array. An *empty* list or tuple becomes an empty int64 array
        (NumPy would make it float64).
     3. Refuse every non-integer dtype (float — even 2.0 —, bool, complex, object, strings) with a
-       TypeError that names the dtype.
+       TypeError that names the dtype (`arr.dtype.kind` is 'i' or 'u' for integers).
     4. If `vocab_size` is None, return the array now (the caller checks the range).
-    5. If any id is negative or >= vocab_size raise `TokenIdError` naming the first offending id
-       and the valid range. Hint: `ids.min()` and `ids.max()` check everything in two fast passes
-       (one pass is enough: viewed as unsigned integers, negative ids become huge);
-       find the offender only when the check fails. Never build a boolean mask on the happy path:
-       it costs more than the lookup it guards.
+    5. If any id is negative or >= vocab_size raise `TokenIdError` (not a plain ValueError)
+       naming the first offending id and the valid range. `ids.min()` and `ids.max()` tell you
+       whether there is one; look for it only then.
     """
     ### BEGIN SOLUTION
     if isinstance(ids, Tensor):
         ids = ids.data
-    if isinstance(ids, (str, bytes)):
-        raise TypeError(f"token ids must be integers, got text {ids!r:.40}; encode it with a tokenizer first")
-    arr = np.asarray(ids)
-    if arr.size == 0 and isinstance(ids, (list, tuple)):
-        arr = arr.astype(np.int64)
-    if arr.dtype.kind not in 'iu':
-        raise TypeError(f"token ids must be integers, got dtype {arr.dtype}")
-    if vocab_size is None or arr.size == 0:
-        return arr
-    # one pass: viewed as unsigned, a negative id is >= 2**(bits-1), so max() catches both ends ...
-    out_of_range = arr.view(_UNSIGNED[arr.itemsize]).max() >= vocab_size
-    if not out_of_range and arr.dtype.kind == 'i' and vocab_size >= 1 << (8 * arr.itemsize - 1):
-        out_of_range = arr.min() < 0          # ... unless vocab_size is beyond a small dtype's range
-    if out_of_range:
-        bad = arr[(arr < 0) | (arr >= vocab_size)].flat[0]
-        raise TokenIdError(f"token id {bad} is out of range: ids must be in [0, {vocab_size})")
-    return arr
+    if isinstance(ids, (bytes, str)):
+        raise TypeError(f"token ids must be integers, got the text {ids!r:.40}; tokenize it first")
+    was_sequence = isinstance(ids, (list, tuple))
+    ids = np.asarray(ids)
+    if was_sequence and ids.size == 0:
+        ids = ids.astype(np.int64)                  # np.asarray([]) is float64
+    if ids.dtype.kind not in ('i', 'u'):
+        raise TypeError(f"token ids must have an integer dtype, got {ids.dtype}")
+    if vocab_size is None or ids.size == 0:
+        return ids
+    if ids.min() < 0 or ids.max() >= vocab_size:
+        first_bad = ids[(ids < 0) | (ids >= vocab_size)].flat[0]
+        raise TokenIdError(f"token id {first_bad} is out of range: ids must be in [0, {vocab_size})")
+    return ids
     ### END SOLUTION
 
 # %% ../../nbs/11_embeddings.ipynb #init
@@ -102,303 +86,61 @@ def init_embedding_table(vocab_size: int, embedding_dim: int, init_type: str = '
     return table
     ### END SOLUTION
 
-# %% ../../nbs/11_embeddings.ipynb #sort-ids
-HEAVY_REPEATS = 32          # an id repeated more often than this is summed on its own
+# %% ../../nbs/11_embeddings.ipynb #lookup
+def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
+    """A new `(*ids.shape, dim)` array holding row `ids[...]` of `table` (vocab_size, dim) at every position.
 
-class IdRuns(NamedTuple):
-    "The ids sorted once: every distinct id is a *run* of equal ids in sorted order."
-    order: np.ndarray     # (n,) positions sorted by id, ties in occurrence order
-    starts: np.ndarray    # (k,) where each run begins, in sorted order
-    group: np.ndarray     # (n,) run of each sorted position
-    level: np.ndarray     # (n,) occurrence number of each sorted position: 0 first, 1 second, ...
-
-def stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
-    """`np.argsort(keys, kind='stable')` for integer keys in `[0, bound)`, about 5× faster.
-
-    NumPy sorts 16-bit keys by radix (a linear pass, no comparisons); wider keys are sorted as
-    two 16-bit digits, the low digit first: a stable sort by the high digit keeps that order."""
-    if bound <= 1 << 16:
-        return np.argsort(keys.astype(np.uint16), kind='stable')
-    if bound > 1 << 32:
-        return np.argsort(keys, kind='stable')
-    low = np.argsort((keys & 0xFFFF).astype(np.uint16), kind='stable')
-    return low[np.argsort((keys[low] >> 16).astype(np.uint16), kind='stable')]
-
-def id_runs(ids: np.ndarray, num_rows: int) -> IdRuns:
-    "Sort `ids` (n,), all in `[0, num_rows)`, and describe their repeats; n must be > 0."
-    n = ids.size
-    order = stable_order(ids, num_rows)
-    sorted_ids = ids[order]
-    is_start = np.empty(n, bool)
-    is_start[0] = True
-    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=is_start[1:])
-    starts = np.flatnonzero(is_start)
-    group = np.cumsum(is_start) - 1
-    level = np.arange(n) - starts[group]
-    return IdRuns(order, starts, group, level)
-
-def by_level(positions: np.ndarray, level: np.ndarray) -> List[np.ndarray]:
-    "`positions` split into batches of one occurrence level each, lowest level first, order kept."
-    lev = level[positions]
-    positions = positions[stable_order(lev, int(lev.max()) + 1)] if lev.size else positions
-    return np.split(positions, np.flatnonzero(np.diff(level[positions])) + 1)
+    TODO: check the ids with `as_token_ids(ids, table.shape[0])` (a bad id raises TokenIdError
+    before anything is read), then gather the rows. Keep the table's dtype.
+    """
+    ### BEGIN SOLUTION
+    checked = as_token_ids(ids, table.shape[0])
+    return table[checked]
+    ### END SOLUTION
 
 # %% ../../nbs/11_embeddings.ipynb #scatter
+def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int) -> np.ndarray:
+    """Dense `(num_rows, dim)` array whose row `i` is the sum of the `rows` whose id is `i` (zeros elsewhere).
+
+    ids: (n,) integers in [0, num_rows); rows: (n, dim). The result has the dtype of `rows`.
+    TODO: start from zeros of the rows' dtype and add every row at its id, duplicates included.
+    """
+    ### BEGIN SOLUTION
+    flat_ids = np.ravel(ids)
+    dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)
+    np.add.at(dense, flat_ids, rows)
+    return dense
+    ### END SOLUTION
+
 def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray):
     """Distinct `ids` (sorted) and, for each, the sum of the `rows` at its occurrences.
 
     ids: (n,) non-negative integers; rows: (n, dim). Returns (unique_ids (k,), summed (k, dim)),
-    same dtype as rows.
-    TODO: get `order, starts, group, level = id_runs(ids, int(ids.max()) + 1)`; then sum each run — simplest with
-    `np.add.reduceat(rows[order], starts, axis=0)` (correct, slow on wide rows), fastest with the
-    occurrence levels described above. Handle n == 0.
+    summed in the dtype of `rows`. n may be 0.
+    TODO: np.unique(..., return_inverse=True), then add each row into its id's slot.
     """
     ### BEGIN SOLUTION
-    ids = np.asarray(ids).reshape(-1)
-    n = ids.size
-    if n == 0:
-        return ids.astype(np.int64), np.zeros((0,) + rows.shape[1:], rows.dtype)
-    order, starts, group, level = id_runs(ids, int(ids.max()) + 1)
-    summed = np.take(rows, order[starts], axis=0)           # (k, dim) first row of each group
-    if len(starts) < n:                                     # some ids repeat
-        counts = np.diff(np.append(starts, n))
-        heavy = counts > HEAVY_REPEATS                      # many repeats: one sum per group
-        for g in np.flatnonzero(heavy):
-            summed[g] = rows[order[starts[g]:starts[g] + counts[g]]].sum(axis=0)
-        for at in by_level(np.flatnonzero((level > 0) & ~heavy[group]), level):
-            summed[group[at]] += rows[order[at]]            # distinct groups within a level: exact
-    return ids[order[starts]], summed
+    unique_ids, slot = np.unique(np.ravel(ids), return_inverse=True)
+    summed = np.zeros((unique_ids.size,) + rows.shape[1:], dtype=rows.dtype)
+    np.add.at(summed, slot.reshape(-1), rows)
+    return unique_ids, summed
     ### END SOLUTION
 
-# %% ../../nbs/11_embeddings.ipynb #workers
-_pool: Dict[str, object] = {}           # this process's helper threads and CPU count
-if hasattr(os, 'register_at_fork'):
-    os.register_at_fork(after_in_child=_pool.clear)   # a forked child inherits no threads: start afresh
-
-def worker_count() -> int:
-    """Threads the fast paths may use: `TINYTORCH_NUM_THREADS` if set, else the CPUs this process
-    may run on (at most 8; asked once per process: it is a system call)."""
-    setting = os.environ.get('TINYTORCH_NUM_THREADS', '').strip()
-    if setting:
-        if not setting.isdigit() or int(setting) < 1:
-            raise ValueError(f"TINYTORCH_NUM_THREADS must be a positive integer, got {setting!r}")
-        return int(setting)
-    if 'cpus' not in _pool:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
-        _pool['cpus'] = max(1, min(8, cpus))
-    return _pool['cpus']
-
-class _Batch:
-    "The tasks of one `run_parallel` call; every thread that joins in takes the next task until none is left."
-    def __init__(self, fn, tasks):
-        self.fn, self.tasks, self.todo = fn, tasks, iter(range(len(tasks)))
-        self.results, self.error = [None] * len(tasks), None
-        self.lock, self.running, self.waiting = threading.Lock(), 0, False
-        self.all_done = threading.Lock()
-        self.all_done.acquire()                  # released by the last task to finish once the caller waits
-
-    def work(self):
-        while True:
-            with self.lock:
-                i = next(self.todo, None)
-                if i is None:
-                    return
-                self.running += 1
-            try:
-                self.results[i] = self.fn(*self.tasks[i])
-            except BaseException as e:
-                with self.lock:
-                    self.error = self.error or e
-                    for _ in self.todo:          # nobody starts another task
-                        pass
-            finally:
-                with self.lock:
-                    self.running -= 1
-                    if self.running == 0 and self.waiting:
-                        self.all_done.release()
-
-def _serve(batches: queue.SimpleQueue):
-    while True:
-        batches.get().work()
-
-def _helpers(wanted: int) -> Tuple[queue.SimpleQueue, int]:
-    "The queue that helper threads serve, and how many of the `wanted` are there (fewer if no thread may start)."
-    if 'batches' not in _pool:
-        _pool['batches'], _pool['helpers'] = queue.SimpleQueue(), 0
-    while _pool['helpers'] < wanted:
-        try:
-            threading.Thread(target=_serve, args=(_pool['batches'],), name='tinytorch', daemon=True).start()
-        except RuntimeError:                     # no new threads allowed (a sandbox, interpreter exit)
-            break
-        _pool['helpers'] += 1
-    return _pool['batches'], min(wanted, _pool['helpers'])
-
-def run_parallel(fn, tasks: Sequence[tuple], threads: Optional[int] = None) -> list:
-    """`[fn(*t) for t in tasks]`, shared among up to `threads` (default `worker_count()`) threads, this one included.
-
-    Each thread takes the next task as soon as it finishes one, so a helper that wakes up late just
-    does fewer, and one that wakes after the last task was taken does none and is not waited for.
-    Worth it only for work inside NumPy loops that release Python's global lock (`np.take`, fancy
-    assignment, arithmetic): those truly run at the same time. The first error is raised, but
-    only after every running task has finished: nothing writes after this returns."""
-    tasks = list(tasks)
-    threads = min(worker_count() if threads is None else threads, len(tasks))
-    if threads <= 1:
-        return [fn(*t) for t in tasks]
-    batch = _Batch(fn, tasks)
-    batches, helpers = _helpers(threads - 1)
-    for _ in range(helpers):
-        batches.put(batch)
-    batch.work()                                 # this thread works too, from the first task
-    with batch.lock:
-        batch.waiting = batch.running > 0
-    if batch.waiting:
-        batch.all_done.acquire()
-    if batch.error is not None:
-        raise batch.error
-    return batch.results
-
-PARALLEL_MIN_BYTES = 1 << 20    # below ~1 MB the hand-off to a thread costs more than it saves
-
-def _parts(n: int, nbytes: int) -> int:
-    "How many threads to use for `n` items totalling `nbytes`."
-    return max(1, min(worker_count(), n, nbytes // PARALLEL_MIN_BYTES))
-
-def _check_rows_out(out: np.ndarray, shape: tuple, dtype, who: str):
-    "Refuse an output array that a fast path could not fill in place."
-    if not isinstance(out, np.ndarray) or out.shape != shape:
-        raise ValueError(f"{who}: out must be an array of shape {shape}, got {getattr(out, 'shape', type(out).__name__)}")
-    if out.dtype != dtype:
-        raise TypeError(f"{who}: out has dtype {out.dtype}, expected {dtype}")
-    if not out.flags.c_contiguous:
-        raise ValueError(f"{who}: out must be C-contiguous (a fresh array, not a strided view)")
-
-def _gather(table: np.ndarray, ids: np.ndarray, out: np.ndarray, first=None):
-    """`out[...] = table[ids]` by `np.take` on slices of the ids, shared among the threads; `first()`,
-    if given, is the first task, so the calling thread runs it while the helpers start gathering."""
-    flat_ids, flat_out = ids.reshape(-1), out.reshape(-1, table.shape[1])   # (n,), (n, dim)
-    n, parts = flat_ids.size, _parts(flat_ids.size, out.nbytes)
-    pieces = 1 if parts == 1 else 4 * parts         # small pieces keep every thread busy to the end
-    cuts = [n * i // pieces for i in range(pieces + 1)]
-    def task(a, b):
-        if a < 0:
-            first()
-        else:
-            np.take(table, flat_ids[a:b], axis=0, out=flat_out[a:b], mode='clip')
-    run_parallel(task, ([(-1, -1)] if first else []) + list(zip(cuts[:-1], cuts[1:])), parts)
-
-def gather_rows(table: np.ndarray, ids, out: np.ndarray, checked: bool = False) -> np.ndarray:
-    """`out[...] = table[ids]`, in place; `out` is `(*ids.shape, dim)` with the table's dtype.
-
-    The ids are checked before anything is written (`checked=True`: they already were). Then
-    `np.take` runs on slices of the ids, shared among the threads: rows are fetched from memory
-    in parallel."""
-    if not checked:
-        ids = as_token_ids(ids, table.shape[0])
-    _check_rows_out(out, ids.shape + table.shape[1:], table.dtype, 'gather_rows')
-    _gather(table, ids, out)
-    return out
-
-def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
-    """A new `(*ids.shape, dim)` array of `table[ids]`, the ids' range checked along the way.
-
-    The range check (`as_token_ids`) is the first task, so this thread runs it while the helpers
-    wake up and start gathering: the check costs almost nothing extra. With `mode='clip'` a bad
-    id never makes the gather fail, so the error is always the check's `TokenIdError`, raised once
-    every thread has stopped; the new array is dropped: nothing else was written."""
-    ids = as_token_ids(ids, None)
-    rows = np.empty(ids.shape + table.shape[1:], table.dtype)                 # (*ids.shape, dim)
-    _gather(table, ids, rows, first=lambda: as_token_ids(ids, table.shape[0]))   # raises for a bad id
-    return rows
-
-# %% ../../nbs/11_embeddings.ipynb #add-rows
-_CHUNK_BYTES = 1 << 19      # rows staged through a buffer of this size stay in the core's cache
-
-class _ScatterPlan(NamedTuple):
-    "Where every row of a scatter-add goes, worked out once from the ids and shared by the threads."
-    order: np.ndarray        # (n,) positions sorted by id (from id_runs)
-    first_dest: np.ndarray   # (k,) ascending: the rows written by first occurrences (frequent ids excluded)
-    first_src: np.ndarray    # (k,) the position each of them comes from
-    rep_dest: np.ndarray     # (r,) later occurrences, grouped by level, ascending row within a level
-    rep_src: np.ndarray      # (r,)
-    rep_bounds: np.ndarray   # where each level's batch starts and ends in rep_*
-    heavy: list              # (row, first sorted index, count) of each id repeated > HEAVY_REPEATS times
-
-def _scatter_plan(ids: np.ndarray, num_rows: int) -> _ScatterPlan:
-    order, starts, group, level = id_runs(ids, num_rows)
-    sorted_ids = ids[order]
-    counts = np.diff(np.append(starts, ids.size))
-    light = counts <= HEAVY_REPEATS
-    reps = by_level(np.flatnonzero((level > 0) & light[group]), level)   # sorted indices, one batch per level
-    rep = np.concatenate(reps)
-    bounds = np.cumsum([0] + [len(b) for b in reps])
-    heavy = [(int(sorted_ids[starts[g]]), int(starts[g]), int(counts[g])) for g in np.flatnonzero(~light)]
-    return _ScatterPlan(order, sorted_ids[starts[light]], order[starts[light]], sorted_ids[rep], order[rep],
-                        bounds, heavy)
-
-def _scatter_rows(out, rows, plan, lo, hi, fresh, table_order):
-    "Apply the part of `plan` that lands in rows `[lo, hi)` of `out`, in occurrence order."
-    chunk = max(1, _CHUNK_BYTES // (rows.shape[1] * rows.itemsize))
-    a, b = np.searchsorted(plan.first_dest, [lo, hi])
-    if table_order:                        # most rows are touched: gather the table in row order
-        src = np.full(hi - lo, plan.order[0])                # untouched rows read any row, then get zeros
-        src[plan.first_dest[a:b] - lo] = plan.first_src[a:b]
-        untouched = np.ones(hi - lo, bool)
-        untouched[plan.first_dest[a:b] - lo] = False
-        for c in range(0, hi - lo, chunk):
-            e = min(c + chunk, hi - lo)
-            np.take(rows, src[c:e], axis=0, out=out[lo + c:lo + e], mode='clip')
-            out[lo + c + np.flatnonzero(untouched[c:e])] = 0
-    elif fresh:
-        out[lo:hi] = 0
-    buf = np.empty((chunk, rows.shape[1]), rows.dtype)                   # (chunk, dim)
-    batches = [] if table_order else [(plan.first_dest, plan.first_src, a, b, fresh)]
-    for start, end in zip(plan.rep_bounds[:-1], plan.rep_bounds[1:]):
-        lo_at, hi_at = start + np.searchsorted(plan.rep_dest[start:end], [lo, hi])
-        batches.append((plan.rep_dest, plan.rep_src, lo_at, hi_at, False))
-    for dest, sources, a, b, write in batches:
-        for c in range(a, b, chunk):
-            e = min(c + chunk, b)
-            staged = np.take(rows, sources[c:e], axis=0, out=buf[:e - c], mode='clip')
-            if write:
-                out[dest[c:e]] = staged     # the row is zero: write, don't add
-            else:
-                out[dest[c:e]] += staged
-    for row, start, count in plan.heavy:     # very frequent ids: one sum each, in occurrence order
-        if lo <= row < hi:
-            out[row] += rows[plan.order[start:start + count]].sum(axis=0)   # a fresh row is zero by now
-
-def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False) -> np.ndarray:
-    """`out[ids[j]] += rows[j]` for every j, duplicates included, in place; returns `out`.
-
-    out: (num_rows, dim); ids: (n,) in `[0, num_rows)`; rows: (n, dim). Each id's rows are added in
-    the order they occurred, as a plain loop would. `fresh=True` says `out` holds garbage (say
-    `np.empty`): the result is then the scatter-add into zeros, exactly as PyTorch computes it.
-    Large inputs are split by row range, one range per thread: no two threads write the same row."""
-    ids = as_token_ids(ids, out.shape[0]).reshape(-1)
-    rows = np.asarray(rows)
-    if rows.shape[:1] != ids.shape or rows.shape[1:] != out.shape[1:]:
-        raise ValueError(f"add_rows_at: {ids.size} ids need rows of shape {ids.shape + out.shape[1:]}, got {rows.shape}")
-    if rows.dtype != out.dtype:
-        raise TypeError(f"add_rows_at: rows have dtype {rows.dtype}, the table {out.dtype}")
-    n, num_rows = ids.size, out.shape[0]
-    if n == 0:
-        if fresh:
-            out.fill(0)
-        return out
-    plan = _scatter_plan(ids, num_rows)
-    table_order = fresh and 4 * len(plan.first_dest) >= num_rows
-    parts = _parts(n, rows.nbytes)
-    if table_order:
-        cuts = np.linspace(0, num_rows, parts + 1).astype(int)
-    else:               # equal shares of the ids
-        cuts = np.concatenate(([0], ids[plan.order[np.arange(1, parts) * n // parts]], [num_rows]))
-    run_parallel(_scatter_rows, [(out, rows, plan, cuts[t], cuts[t + 1], fresh, table_order) for t in range(parts)], parts)
-    return out
-
-def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int) -> np.ndarray:
-    "Dense `(num_rows, dim)` array whose row `i` is the sum of the `rows` whose id is `i`."
-    return add_rows_at(np.empty((num_rows,) + rows.shape[1:], dtype=rows.dtype), ids, rows, fresh=True)
+# %% ../../nbs/11_embeddings.ipynb #embedding-config
+def _configure(layer, vocab_size, embedding_dim, padding_idx, sparse):
+    "Check and store an embedding's sizes, `sparse` flag and `padding_idx` (a negative one counts from the end)."
+    if not isinstance(sparse, (bool, np.bool_)):
+        raise TypeError(f"sparse must be True or False, got {sparse!r}")
+    layer.sparse = bool(sparse)
+    layer.vocab_size = _check_positive_int('vocab_size', vocab_size)
+    layer.embedding_dim = _check_positive_int('embedding_dim', embedding_dim)
+    if padding_idx is not None:
+        if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)):
+            raise TypeError(f"padding_idx must be an integer or None, got {padding_idx!r}")
+        if not -layer.vocab_size <= padding_idx < layer.vocab_size:
+            raise ValueError(f"padding_idx {padding_idx} is outside [-{layer.vocab_size}, {layer.vocab_size})")
+        padding_idx = int(padding_idx) % layer.vocab_size
+    layer.padding_idx = padding_idx
 
 # %% ../../nbs/11_embeddings.ipynb #embedding
 class Embedding:
@@ -406,7 +148,7 @@ class Embedding:
 
     def __init__(self, vocab_size: int, embedding_dim: int, padding_idx: Optional[int] = None,
                  init_type: str = 'uniform', seed: Optional[int] = None, sparse: bool = False):
-        self._configure(vocab_size, embedding_dim, padding_idx, sparse)
+        _configure(self, vocab_size, embedding_dim, padding_idx, sparse)
         if init_type not in INIT_TYPES:
             raise ValueError(f"init_type must be one of {INIT_TYPES}, got {init_type!r}")
         self.init_type = init_type
@@ -415,21 +157,6 @@ class Embedding:
             table[self.padding_idx] = 0
         self.weight = Tensor(table, requires_grad=True)
         self.parameters = [self.weight]
-
-    def _configure(self, vocab_size, embedding_dim, padding_idx, sparse=False):
-        "Check and store the sizes; normalise a negative `padding_idx`."
-        if not isinstance(sparse, (bool, np.bool_)):
-            raise TypeError(f"sparse must be True or False, got {sparse!r}")
-        self.sparse = bool(sparse)
-        self.vocab_size = _check_positive_int('vocab_size', vocab_size)
-        self.embedding_dim = _check_positive_int('embedding_dim', embedding_dim)
-        if padding_idx is not None:
-            if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)):
-                raise TypeError(f"padding_idx must be an integer or None, got {padding_idx!r}")
-            if not -self.vocab_size <= padding_idx < self.vocab_size:
-                raise ValueError(f"padding_idx {padding_idx} is outside [-{self.vocab_size}, {self.vocab_size})")
-            padding_idx = int(padding_idx) % self.vocab_size
-        self.padding_idx = padding_idx
 
     @classmethod
     def from_pretrained(cls, weights, freeze: bool = True, padding_idx: Optional[int] = None,
@@ -444,7 +171,7 @@ class Embedding:
         if table.dtype.kind != 'f':
             raise TypeError(f"from_pretrained expects floating-point weights, got dtype {table.dtype}")
         layer = cls.__new__(cls)
-        layer._configure(table.shape[0], table.shape[1], padding_idx, sparse)
+        _configure(layer, table.shape[0], table.shape[1], padding_idx, sparse)
         layer.init_type = 'pretrained'
         layer.weight = Tensor(np.array(table, dtype=np.float32), requires_grad=not freeze)
         layer.parameters = [layer.weight]
@@ -455,17 +182,17 @@ class Embedding:
 
         TODO:
         1. ids = as_token_ids(input_ids, None)    (the range is checked during the lookup)
-        2. rows = lookup_rows(W, ids)             (a new (*ids.shape, dim) array)
+        2. rows = kernels.lookup_rows(W, ids)     (a new (*ids.shape, dim) array)
         3. define grad_fn(g): flatten ids to (n,) and g to (n, dim), drop the positions whose id is
            padding_idx, and return a 1-tuple with RowSparseGrad(self.weight.shape, ids, g_rows,
-           keep_sparse=self.sparse, sum_rows=sum_rows_by_id, add_rows=add_rows_at)
+           keep_sparse=self.sparse, sum_rows=kernels.sum_rows_by_id, add_rows=kernels.add_rows_at)
         4. return Tensor._from_op(rows, (self.weight,), grad_fn)
         Allocate nothing but `rows` in the forward pass, and no float64 anywhere.
         """
         ### BEGIN SOLUTION
         ids = as_token_ids(input_ids, None)
         weight, pad, sparse = self.weight, self.padding_idx, self.sparse
-        rows = lookup_rows(weight.data, ids)                # (*ids.shape, dim)
+        rows = kernels.lookup_rows(weight.data, ids)                # (*ids.shape, dim)
         def grad_fn(g):
             flat_ids, flat_g = ids.reshape(-1), g.reshape(-1, g.shape[-1])
             if pad is not None:
@@ -473,7 +200,7 @@ class Embedding:
                 if not keep.all():
                     flat_ids, flat_g = flat_ids[keep], flat_g[keep]
             return (RowSparseGrad(weight.shape, flat_ids, flat_g, keep_sparse=sparse,
-                                  sum_rows=sum_rows_by_id, add_rows=add_rows_at),)
+                                  sum_rows=kernels.sum_rows_by_id, add_rows=kernels.add_rows_at),)
         return Tensor._from_op(rows, (weight,), grad_fn)
         ### END SOLUTION
 
@@ -483,15 +210,9 @@ class Embedding:
     def get_memory_usage(self) -> Dict[str, float]:
         "Size of the table, computed from its real dtype."
         itemsize = self.weight.data.itemsize
-        return {
-            'total_memory_mb': self.weight.data.nbytes / 2**20,
-            'memory_per_token_kb': self.embedding_dim * itemsize / 1024,
-            'total_parameters': self.vocab_size * self.embedding_dim,
-            'vocab_size': self.vocab_size,
-            'embedding_dim': self.embedding_dim,
-            'dtype': str(self.weight.dtype),
-            'bytes_per_parameter': itemsize,
-        }
+        return {'total_memory_mb': self.weight.data.nbytes / 2**20, 'memory_per_token_kb': self.embedding_dim * itemsize / 1024,
+                'total_parameters': self.vocab_size * self.embedding_dim, 'vocab_size': self.vocab_size,
+                'embedding_dim': self.embedding_dim, 'dtype': str(self.weight.dtype), 'bytes_per_parameter': itemsize}
 
     def __repr__(self):
         pad = f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
@@ -697,142 +418,6 @@ class TokenPositionEmbedding:
         return (f"TokenPositionEmbedding({self.vocab_size}, {self.embedding_dim}, max_seq_length={self.max_seq_length}, "
                 f"positions={self.position_kind!r}, scale_embeddings={self.scale_embeddings})")
 
-# %% ../../nbs/11_embeddings.ipynb #learn-helpers
-def default_text() -> str:
-    "About 450 KB of English prose: the documentation topics shipped with Python's standard library."
-    from pydoc_data.topics import topics
-    return "\n".join(topics[key] for key in sorted(topics))
-
-def unigram_entropy(ids: np.ndarray, vocab_size: int) -> float:
-    "Entropy (nats) of the id frequencies: the loss of a model that ignores context."
-    counts = np.bincount(np.asarray(ids).ravel(), minlength=vocab_size).astype(np.float64)
-    p = counts[counts > 0] / counts.sum()
-    return float(-(p * np.log(p)).sum())
-
-def char_groups(tokenizer) -> Dict[str, List[int]]:
-    "Ids of digits, lower-case vowels, upper-case letters and punctuation in `tokenizer`'s vocabulary."
-    spec = {'digits': '0123456789', 'vowels': 'aeiou', 'upper case': 'ABCDEFGHIJKLMNOPQRSTUVWXYZ',
-            'punctuation': '.,;:!?'}
-    return {name: [tokenizer.char_to_idx[c] for c in chars if c in tokenizer.char_to_idx]
-            for name, chars in spec.items()}
-
-def _unit_rows(table: np.ndarray) -> np.ndarray:
-    return table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
-
-def structure_score(table: np.ndarray, groups: Dict[str, List[int]]) -> Dict[str, float]:
-    """Mean cosine similarity of rows within the same group minus between different groups.
-
-    Near 0 for a random table; positive when the groups form clusters."""
-    unit = _unit_rows(np.asarray(table, dtype=np.float64))
-    within, between = [], []
-    names = [n for n in groups if len(groups[n]) >= 2]
-    for a in names:
-        sims = unit[groups[a]] @ unit[groups[a]].T
-        within.append(sims[np.triu_indices(len(groups[a]), 1)].mean())
-        for b in names:
-            if a < b:
-                between.append((unit[groups[a]] @ unit[groups[b]].T).mean())
-    w, b = float(np.mean(within)), float(np.mean(between))
-    return {'within': w, 'between': b, 'score': w - b}
-
-def nearest_neighbours(table: np.ndarray, tokenizer, chars: str, k: int = 5) -> Dict[str, str]:
-    "For each character of `chars`, its `k` most cosine-similar characters (special tokens excluded)."
-    unit = _unit_rows(np.asarray(table, dtype=np.float64))
-    specials = {i for i, c in tokenizer.idx_to_char.items() if len(c) > 1}
-    out = {}
-    for ch in chars:
-        if ch not in tokenizer.char_to_idx:
-            continue
-        i = tokenizer.char_to_idx[ch]
-        sims = unit @ unit[i]
-        order = [j for j in np.argsort(-sims) if j != i and j not in specials][:k]
-        out[ch] = ''.join(tokenizer.idx_to_char[j] for j in order)
-    return out
-
-# %% ../../nbs/11_embeddings.ipynb #learn-train
-class CharModel:
-    "Token + position embeddings followed by a linear read-out: predicts the next character."
-
-    def __init__(self, vocab_size: int, embedding_dim: int = 32, max_seq_length: int = 64,
-                 positions: str = 'learned', seed: int = 0):
-        self.embed = TokenPositionEmbedding(vocab_size, embedding_dim, max_seq_length=max_seq_length,
-                                            positions=positions, seed=seed)
-        self.head = Linear(embedding_dim, vocab_size, seed=seed + 2)
-        self.parameters = self.embed.parameters + self.head.parameters
-
-    def __call__(self, ids) -> Tensor:
-        return self.head(self.embed(ids))                       # (batch, seq, vocab) logits
-
-def _batches(ids: np.ndarray, seq_length: int, batch_size: int, rng):
-    "Random windows: inputs (batch, seq) and their next-character targets."
-    starts = rng.integers(0, len(ids) - seq_length - 1, batch_size)
-    window = starts[:, None] + np.arange(seq_length)            # (batch, seq)
-    return ids[window], ids[window + 1]
-
-def evaluate_loss(model: CharModel, ids: np.ndarray, seq_length: int, batches: int = 8,
-                  batch_size: int = 32, seed: int = 1) -> float:
-    "Mean next-character loss on random windows of `ids` (no gradients recorded)."
-    rng = np.random.default_rng(seed)
-    with no_grad():
-        losses = [cross_entropy(model(x), y).item() for x, y in
-                  (_batches(ids, seq_length, batch_size, rng) for _ in range(batches))]
-    return float(np.mean(losses))
-
-def train_char_model(text: Optional[str] = None, steps: int = 400, seq_length: int = 32, batch_size: int = 32,
-                     embedding_dim: int = 32, positions: str = 'learned', lr: float = 0.01, seed: int = 0,
-                     max_seq_length: Optional[int] = None, progress=None) -> dict:
-    """Train a `CharModel` with Adam; returns the model, tokenizer, ids, loss history and tables.
-
-    `progress(step, loss)` is called after every step if given."""
-    steps = _check_positive_int('steps', steps)
-    text = default_text() if text is None else text
-    tokenizer = CharTokenizer()
-    tokenizer.build_vocab([text])
-    ids = np.asarray(tokenizer.encode(text), dtype=np.int64)
-    if len(ids) < seq_length + 2:
-        raise ValueError(f"the text has {len(ids)} characters; training needs more than {seq_length + 1}")
-    model = CharModel(tokenizer.vocab_size, embedding_dim, max_seq_length or seq_length, positions, seed)
-    optimizer = Adam(model.parameters, lr=lr)
-    rng = np.random.default_rng(seed)
-    initial_table = model.embed.tokens.weight.data.copy()
-    losses, start = [], time.perf_counter()
-    for step in range(steps):
-        x, y = _batches(ids, seq_length, batch_size, rng)
-        loss = cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        if progress is not None:
-            progress(step, losses[-1])
-    seconds = time.perf_counter() - start
-    return {'model': model, 'tokenizer': tokenizer, 'ids': ids, 'losses': np.array(losses),
-            'initial_table': initial_table, 'table': model.embed.tokens.weight.data.copy(),
-            'unigram_entropy': unigram_entropy(ids, tokenizer.vocab_size),
-            'uniform_loss': math.log(tokenizer.vocab_size), 'seconds': seconds,
-            'tokens_per_second': steps * batch_size * seq_length / seconds}
-
-def plot_embedding_map(table: np.ndarray, tokenizer, ax=None, title: str = 'Learned character embeddings (PCA)'):
-    "Project the rows of `table` onto their top two principal components and label each character."
-    import matplotlib.pyplot as plt
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 6))
-    keep = [i for i, c in tokenizer.idx_to_char.items() if len(c) == 1 and c.isprintable() and not c.isspace()]
-    rows = np.asarray(table, dtype=np.float64)[keep]
-    centred = rows - rows.mean(axis=0)
-    _, _, vt = np.linalg.svd(centred, full_matrices=False)
-    xy = centred @ vt[:2].T                                     # (n, 2)
-    colours = {'digits': 'tab:blue', 'vowels': 'tab:red', 'upper case': 'tab:green', 'punctuation': 'tab:purple'}
-    group_of = {i: g for g, members in char_groups(tokenizer).items() for i in members}
-    for (x, y), i in zip(xy, keep):
-        ax.text(x, y, tokenizer.idx_to_char[i], color=colours.get(group_of.get(i), 'dimgray'),
-                ha='center', va='center', fontsize=9)
-    pad = 0.05 * (xy.max(axis=0) - xy.min(axis=0) + 1e-9)
-    ax.set_xlim(xy[:, 0].min() - pad[0], xy[:, 0].max() + pad[0])
-    ax.set_ylim(xy[:, 1].min() - pad[1], xy[:, 1].max() + pad[1])
-    ax.set_xlabel('component 1'); ax.set_ylabel('component 2'); ax.set_title(title)
-    return ax
-
 # %% ../../nbs/11_embeddings.ipynb #rope
 class RotaryPositionalEmbedding:
     "Rotates dimension pairs (2i, 2i+1) of `(..., seq, dim)` queries/keys by position × θ_i."
@@ -876,220 +461,3 @@ class RotaryPositionalEmbedding:
 
     def __repr__(self):
         return f"RotaryPositionalEmbedding(dim={self.dim}, max_seq_length={self.max_seq_length}, base={self.base:g})"
-
-# %% ../../nbs/11_embeddings.ipynb #timer
-def time_call(fn, repeats: int = 20, warmup: int = 3) -> Dict[str, float]:
-    "Run `fn()` `warmup` times unmeasured, then `repeats` times: median, min, max and quartiles in ms."
-    repeats = _check_positive_int('repeats', repeats)
-    for _ in range(warmup):
-        fn()
-    samples = np.empty(repeats)
-    for i in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples[i] = time.perf_counter() - start
-    q1, median, q3 = np.percentile(samples * 1e3, [25, 50, 75])
-    return {'median_ms': float(median), 'min_ms': float(samples.min() * 1e3), 'max_ms': float(samples.max() * 1e3),
-            'q1_ms': float(q1), 'q3_ms': float(q3), 'repeats': repeats}
-
-# %% ../../nbs/11_embeddings.ipynb #profiler
-def _lookup_bytes(n_tokens: int, dim: int, itemsize: int, id_itemsize: int = 8) -> int:
-    "Bytes a lookup moves: read the rows, write the output, read the ids."
-    return n_tokens * (2 * dim * itemsize + id_itemsize)
-
-def copy_functions(src: np.ndarray, dst: np.ndarray) -> Dict[str, object]:
-    "`np.copyto(dst, src)` on one thread and split among all threads: what copy bandwidth is timed with."
-    cuts = np.linspace(0, src.size, worker_count() + 1).astype(int)
-    slices = [(slice(a, b),) for a, b in zip(cuts[:-1], cuts[1:])]
-    return {'one thread': lambda: np.copyto(dst, src),
-            'all threads': lambda: run_parallel(lambda s: np.copyto(dst[s], src[s]), slices)}
-
-class EmbeddingProfiler:
-    "Measures lookups, memory and positional encodings with warm-up, repeats and medians."
-
-    def __init__(self, repeats: int = 20, warmup: int = 3, seed: int = 0):
-        self.repeats, self.warmup = _check_positive_int('repeats', repeats), warmup
-        self.rng = np.random.default_rng(seed)
-        self.bandwidth_gb_s: Optional[float] = None
-        self.results: Dict[str, dict] = {}
-
-    def measure_memory_bandwidth(self, size_mb: int = 256) -> float:
-        """This machine's copy bandwidth in GB/s (read + write), from `np.copyto` on `size_mb` MiB:
-        the better of one thread and `worker_count()` threads each copying a slice (the lookups use both)."""
-        n = _check_positive_int('size_mb', size_mb) * 2**20 // 4
-        src, dst = np.ones(n, np.float32), np.zeros(n, np.float32)    # both written once: no page faults timed
-        copies, repeats = copy_functions(src, dst), max(5, self.repeats // 2)
-        one = time_call(copies['one thread'], repeats=repeats, warmup=1)
-        many = time_call(copies['all threads'], repeats=repeats, warmup=1)
-        rate = lambda t: 2 * src.nbytes / (t['median_ms'] / 1e3) / 1e9
-        self.bandwidth_detail = {'one_thread_gb_s': rate(one), 'all_threads_gb_s': rate(many), 'threads': worker_count()}
-        self.bandwidth_gb_s = max(rate(one), rate(many))
-        return self.bandwidth_gb_s
-
-    def measure_lookup_performance(self, embedding_layer: Embedding, batch_sizes: Sequence[int],
-                                   seq_lengths: Sequence[int]) -> Dict[str, dict]:
-        """Median lookup time, tokens/s and GB/s (and % of the copy roofline) per (batch, seq).
-
-        Two timings: `forward` into a new output (what a training step pays, including the first
-        touch of fresh memory) and the bare gather into a reused output (`gather_*`), which is what
-        the roofline bounds."""
-        if self.bandwidth_gb_s is None:
-            self.measure_memory_bandwidth()
-        layer = embedding_layer
-        dim, itemsize = layer.embedding_dim, layer.weight.data.itemsize
-        results = {}
-        for batch in batch_sizes:
-            for seq in seq_lengths:
-                # a fresh batch per call, as in training: re-reading one batch would be served from cache
-                pool = self.rng.integers(0, layer.vocab_size, (self.repeats + self.warmup, batch, seq))
-                batches, again = iter(pool), iter(pool)
-                reused = np.zeros((batch, seq, dim), layer.weight.dtype)
-                with no_grad():
-                    t = time_call(lambda: layer.forward(next(batches)), self.repeats, self.warmup)
-                g = time_call(lambda: gather_rows(layer.weight.data, next(again), reused), self.repeats, self.warmup)
-                ids = pool[0]
-                seconds, n = t['median_ms'] / 1e3, batch * seq
-                moved = _lookup_bytes(n, dim, itemsize, ids.itemsize)
-                gather_gb_s = moved / (g['median_ms'] / 1e3) / 1e9
-                results[f"batch_{batch}_seq_{seq}"] = {
-                    'batch_size': batch, 'seq_length': seq, 'total_tokens': n,
-                    'lookup_time_ms': t['median_ms'], 'lookup_time_min_ms': t['min_ms'],
-                    'lookup_time_max_ms': t['max_ms'], 'tokens_per_second': n / seconds,
-                    'time_per_token_us': seconds * 1e6 / n,
-                    'input_memory_mb': ids.nbytes / 2**20, 'output_memory_mb': n * dim * itemsize / 2**20,
-                    'memory_bandwidth_mb_s': moved / seconds / 2**20, 'gb_per_s': moved / seconds / 1e9,
-                    'roofline_fraction': moved / seconds / 1e9 / self.bandwidth_gb_s,
-                    'gather_time_ms': g['median_ms'], 'gather_gb_per_s': gather_gb_s,
-                    'gather_roofline_fraction': gather_gb_s / self.bandwidth_gb_s,
-                    'fresh_output_ms': t['median_ms'] - g['median_ms'],
-                }
-        self.results['lookup'] = results
-        return results
-
-    def measure_backward_performance(self, embedding_layer: Embedding, batch_size: int = 8,
-                                     seq_length: int = 512) -> Dict[str, dict]:
-        "Median backward time into a dense and a row-sparse table gradient, and each gradient's size."
-        layer = embedding_layer
-        if not layer.weight.requires_grad:
-            raise ValueError("the layer is frozen: its table has no gradient to measure")
-        ids = self.rng.integers(0, layer.vocab_size, (batch_size, seq_length))
-        g = self.rng.standard_normal(ids.shape + (layer.embedding_dim,), dtype=np.float32)
-        saved_mode, saved_grad, results = layer.sparse, layer.weight.grad, {}
-        try:
-            for sparse in (False, True):
-                layer.sparse = sparse
-                out = layer(ids)
-                def backward():
-                    layer.weight.grad = None
-                    out.backward(g)
-                    if sparse:
-                        layer.weight.grad.coalesce()    # sum duplicates now, as an optimizer step would
-                t = time_call(backward, self.repeats, self.warmup)
-                grad = layer.weight.grad
-                stored = grad.nbytes if not sparse else grad.indices.nbytes + grad.values.nbytes
-                results['sparse' if sparse else 'dense'] = {
-                    'backward_time_ms': t['median_ms'], 'backward_time_min_ms': t['min_ms'],
-                    'backward_time_max_ms': t['max_ms'], 'gradient_memory_mb': stored / 2**20,
-                    'rows_touched': int(np.unique(ids).size), 'total_tokens': int(ids.size)}
-        finally:
-            layer.sparse, layer.weight.grad = saved_mode, saved_grad
-        self.results['backward'] = results
-        return results
-
-    def analyze_memory_scaling(self, vocab_sizes: Sequence[int], embedding_dims: Sequence[int],
-                               tokens: tuple = (32, 64), verbose: bool = True) -> Dict[str, dict]:
-        "Parameters and memory of each table size (from its dtype), plus the median lookup time."
-        results = {}
-        for vocab in vocab_sizes:
-            for dim in embedding_dims:
-                layer = Embedding(vocab, dim, seed=0)
-                ids = self.rng.integers(0, vocab, tokens)
-                with no_grad():
-                    t = time_call(lambda: layer.forward(ids), self.repeats, self.warmup)
-                stats = layer.get_memory_usage()
-                results[f"vocab_{vocab}_dim_{dim}"] = {
-                    'vocab_size': vocab, 'embedding_dim': dim, 'total_parameters': stats['total_parameters'],
-                    'memory_mb': stats['total_memory_mb'], 'lookup_time_ms': t['median_ms'],
-                    'lookup_time_min_ms': t['min_ms'], 'lookup_time_max_ms': t['max_ms']}
-        if verbose:
-            print(f"{'vocab':>8} {'dim':>5} {'parameters':>12} {'MiB':>8} {'lookup ms (min-max)':>22}")
-            for r in results.values():
-                print(f"{r['vocab_size']:>8,} {r['embedding_dim']:>5} {r['total_parameters']:>12,} {r['memory_mb']:>8.2f} "
-                      f"{r['lookup_time_ms']:>9.3f} ({r['lookup_time_min_ms']:.3f}-{r['lookup_time_max_ms']:.3f})")
-        self.results['memory'] = results
-        return results
-
-    def compare_positional_encodings(self, seq_length: int = 128, embedding_dim: int = 256,
-                                     batch_size: int = 16, verbose: bool = True) -> Dict[str, dict]:
-        "Time and memory of adding sinusoidal vs learned positions to a (batch, seq, dim) input."
-        x = Tensor(self.rng.standard_normal((batch_size, seq_length, embedding_dim), dtype=np.float32))
-        results = {}
-        for name, layer in (('sinusoidal', PositionalEncoding(embedding_dim, seq_length)),
-                            ('learned', LearnedPositionalEmbedding(seq_length, embedding_dim, seed=0))):
-            with no_grad():
-                t = time_call(lambda: layer.forward(x), self.repeats, self.warmup)
-            stored = layer.pe.data.nbytes if name == 'sinusoidal' else layer.parameters[0].data.nbytes
-            results[name] = {
-                'computation_time_ms': t['median_ms'], 'computation_time_min_ms': t['min_ms'],
-                'memory_usage_mb': stored / 2**20,
-                'parameters': sum(p.size for p in layer.parameters), 'trainable': bool(layer.parameters),
-                'deterministic': True,
-                'extrapolation': ('formula defined for any position; quality beyond trained lengths is not guaranteed'
-                                  if name == 'sinusoidal' else 'none: positions >= max_seq_length have no row'),
-            }
-        if verbose:
-            print(f"{'method':<11} {'median ms':>9} {'stored MiB':>10} {'trainable params':>17}")
-            for name, r in results.items():
-                print(f"{name:<11} {r['computation_time_ms']:>9.3f} {r['memory_usage_mb']:>10.2f} {r['parameters']:>17,}")
-        self.results['positional'] = results
-        return results
-
-    def plot_memory_scaling(self, results: Optional[dict] = None, ax=None):
-        "Table size (MiB) against vocabulary size, one line per embedding_dim."
-        import matplotlib.pyplot as plt
-        results = results or self.results['memory']
-        if ax is None:
-            _, ax = plt.subplots(figsize=(6, 3.5))
-        for dim in sorted({r['embedding_dim'] for r in results.values()}):
-            rows = sorted((r['vocab_size'], r['memory_mb']) for r in results.values() if r['embedding_dim'] == dim)
-            ax.plot(*zip(*rows), marker='o', label=f'dim {dim}')
-        ax.set_xlabel('vocabulary size'); ax.set_ylabel('table size (MiB)')
-        ax.set_title('Embedding memory grows as vocab × dim'); ax.legend()
-        return ax
-
-    def plot_lookup_throughput(self, results: Optional[dict] = None, ax=None):
-        "Achieved GB/s against tokens per batch, with this machine's copy bandwidth as the roofline."
-        import matplotlib.pyplot as plt
-        results = results or self.results['lookup']
-        if ax is None:
-            _, ax = plt.subplots(figsize=(6, 3.5))
-        rows = sorted((r['total_tokens'], r['gb_per_s'], r['gather_gb_per_s']) for r in results.values())
-        tokens, fresh, reused = zip(*rows)
-        ax.plot(tokens, reused, marker='o', label='gather into a reused output')
-        ax.plot(tokens, fresh, marker='s', label='forward (new output)')
-        ax.axhline(self.bandwidth_gb_s, color='k', linestyle='--', label=f'copy bandwidth {self.bandwidth_gb_s:.1f} GB/s')
-        ax.set_xscale('log'); ax.set_xlabel('tokens per batch'); ax.set_ylabel('GB/s moved')
-        ax.set_title('Lookups are bandwidth-bound'); ax.legend()
-        return ax
-
-# %% ../../nbs/11_embeddings.ipynb #design
-def analyze_embedding_system_design(configs: Optional[List[dict]] = None, dtype=np.float32,
-                                    verbose: bool = True) -> List[dict]:
-    "Token-table and activation memory of some model sizes, computed from `dtype`."
-    itemsize = np.dtype(dtype).itemsize
-    configs = configs or [
-        {'name': 'Small', 'vocab_size': 10_000, 'embed_dim': 256, 'seq_length': 512, 'batch_size': 32},
-        {'name': 'GPT-2 small', 'vocab_size': 50_257, 'embed_dim': 768, 'seq_length': 1024, 'batch_size': 8},
-        {'name': 'GPT-3', 'vocab_size': 50_257, 'embed_dim': 12_288, 'seq_length': 2048, 'batch_size': 1},
-    ]
-    rows = []
-    for c in configs:
-        params = c['vocab_size'] * c['embed_dim']
-        rows.append({**c, 'embedding_parameters': params, 'table_mb': params * itemsize / 2**20,
-                     'activations_mb': c['batch_size'] * c['seq_length'] * c['embed_dim'] * itemsize / 2**20})
-    if verbose:
-        print(f"{'model':<12} {'vocab':>7} {'dim':>6} {'params':>13} {'table MiB':>10} {'batch act. MiB':>14}  ({np.dtype(dtype).name})")
-        for r in rows:
-            print(f"{r['name']:<12} {r['vocab_size']:>7,} {r['embed_dim']:>6,} {r['embedding_parameters']:>13,} "
-                  f"{r['table_mb']:>10,.1f} {r['activations_mb']:>14,.1f}")
-    return rows

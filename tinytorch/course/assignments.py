@@ -389,7 +389,8 @@ Everything you need is here; nothing here contains the solutions.
    `.venv/bin/nbdev-export` after editing the notebook.
 5. Submit `nbs/{notebook}`, and only that file.
 
-The other notebooks in `nbs/` (tensor, nn, tokenization) are earlier modules, given complete.
+The other notebooks in `nbs/` are given complete: the earlier modules (tensor, nn, tokenization)
+and the library code this module builds on (its lettered notebooks, e.g. `11b_row_kernels`).
 '''
 
 WORKSPACE_TOOLING = ('90_nbtests', '91_assignments', '92_cli')
@@ -424,7 +425,8 @@ def build_workspace(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
     number = source.name[:2]
     (dest / 'nbs').mkdir(parents=True, exist_ok=True)
     release(module, nbs_dir, dest / 'nbs', cell_timeout)
-    given = [p for p in sorted(nbs_dir.glob('[0-9][0-9]_*.ipynb')) if p.name[:2] < number]
+    given = [p for p in sorted(nbs_dir.glob('[0-9][0-9]*_*.ipynb'))        # earlier modules, and this module's
+             if p.name[:2] < number or (p.name[:2] == number and p != source)]   # engine notebooks (11a, 11b, ...)
     given += [nbs_dir / f'{stem}.ipynb' for stem in WORKSPACE_TOOLING]
     for nb_path in given:
         nb = json.loads(nb_path.read_text(encoding='utf-8'))

@@ -1,0 +1,164 @@
+"""Typical wrong attempts at module 11's exercises, each put into the student release with every other
+part solved: the visible tests must take the points of the right part, with a message that says what
+was expected and what came back.
+
+One release is built; each wrong attempt is then exported the way `tinytorch grade` exports a
+submission (its `#| export` cells become `tinytorch/core/embeddings.py` in a copy of the package) and
+the release's test cells run against it in a fresh process. One attempt also goes through the real
+`tinytorch test 11` command, which runs the whole notebook in a kernel.
+
+`--nbs-dir DIR` takes the lesson from DIR instead of nbs/ (to check another version of its tests).
+"""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("nbgrader")
+
+import tinytorch  # noqa: E402
+from course_scenarios import replace, solve  # noqa: E402
+from tinytorch.course.assignments import graded_parts, release  # noqa: E402
+from tinytorch.course.grading import exported_source  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = Path(sys.executable).parent / "tinytorch"
+
+# name: (solution cell, code in the solution, the wrong code, the part that must lose its points,
+#        words its message must contain, other parts allowed to fail because they use the broken code)
+MISTAKES = {
+    "negative ids accepted": (
+        "as-ids", "if ids.min() < 0 or ids.max() >= vocab_size:", "if ids.max() >= vocab_size:",
+        "test_as_token_ids", ["expected TokenIdError", "returned [-1]"], {"test_lookup_rows"}),
+    "plain ValueError for a bad id": (
+        "as-ids", "raise TokenIdError(f\"token id", "raise ValueError(f\"token id",
+        "test_as_token_ids", ["raised ValueError", "expected TokenIdError"], {"test_lookup_rows"}),
+    "float64 table": (
+        "init", "table = rng.random(shape, dtype=np.float32)", "table = rng.random(shape)",
+        "test_init_embedding_table", ["expected a float32 table", "got float64"], set()),
+    "lookup without the id check": (
+        "lookup", "checked = as_token_ids(ids, table.shape[0])\n    return table[checked]", "return table[np.asarray(ids)]",
+        "test_lookup_rows", ["expected TokenIdError", "returned"], set()),
+    "duplicate ids overwrite": (
+        "scatter", "np.add.at(dense, flat_ids, rows)", "dense[flat_ids] += rows",
+        "test_scatter_add_rows", ["should be [1, 2] + [100, 200] = [101, 202]", "got [100.0, 200.0]"], set()),
+    "duplicate ids overwrite (row-sparse)": (
+        "scatter", "np.add.at(summed, slot.reshape(-1), rows)", "summed[slot.reshape(-1)] += rows",
+        "test_scatter_add_rows", ["expected [[10, 20], [101, 202]] (id 3 occurs twice", "got [[10.0, 20.0], [100.0, 200.0]]"], set()),
+    "float64 scatter-add": (
+        "scatter", "dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)",
+        "dense = np.zeros((num_rows,) + rows.shape[1:])",
+        "test_scatter_add_rows", ["expected float32 like the rows", "got float64"], set()),
+    "forward not connected to the weight": (
+        "embedding", "return Tensor._from_op(rows, (weight,), grad_fn)", "return Tensor(rows)",
+        "test_embedding_forward", ["not connected to embed.weight", "requires_grad is False"],
+        {"test_embedding_backward", "test_learned_positional_embedding", "test_token_position_embedding",
+         "test_embedding_integration"}),
+    "padding row gets gradient": (
+        "embedding", "if pad is not None:", "if False:",
+        "test_embedding_backward", ["padding row (id 0) must get no gradient", "expected [0. 0. 0.], got"], set()),
+    "odd embedding_dim": (
+        "sinusoidal", "np.cos(angles[:, :embedding_dim // 2])", "np.cos(angles)",
+        "test_sinusoidal_table", ["sinusoidal_table(10, 7) raised ValueError", "odd embedding_dim must work"], set()),
+    "float64 sinusoidal table": (
+        "sinusoidal", "return table.astype(np.float32)", "return table",
+        "test_sinusoidal_table", ["expected a float32 table, got float64"], set()),
+    "positional layer cuts the gradient": (
+        "pe", "return self._dropout(_add_positions(x, positions, inplace))",
+        "return self._dropout(Tensor(x.data + positions))",
+        "test_positional_encoding", ["not connected to the input", "requires_grad is False", "cuts the graph"], set()),
+    "learned positions get no gradient": (
+        "learned", "positions = self.position_embedding(np.arange(x.shape[-2]))",
+        "positions = Tensor(self.position_embedding.weight.data[:x.shape[-2]])",
+        "test_learned_positional_embedding", ["not connected to the position table", "requires_grad is False"], set()),
+    "missing √d scaling": (
+        "tpe", "x = x * math.sqrt(self.embedding_dim)", "x = x * 1.0",
+        "test_token_position_embedding", ["multiplies the token rows by √8", "expected", "got"], set()),
+}
+
+DRIVER = r'''
+import importlib, json, sys
+sys.path.insert(0, sys.argv[1])
+from tinytorch.course.nbtests import NotebookRun
+run = NotebookRun(sys.argv[2])
+module = importlib.import_module(run.module_name)
+results = {}
+for cell in run.runnable_cells:
+    if cell.points is None:
+        continue
+    namespace = {k: v for k, v in vars(module).items() if not (k.startswith('__') and k.endswith('__'))}
+    try:
+        exec(compile(cell.source, cell.name, 'exec'), namespace)
+        results[cell.test_function] = None
+    except BaseException as e:
+        results[cell.test_function] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+print("@@RESULTS@@" + json.dumps(results))
+'''
+
+
+@pytest.fixture(scope="module")
+def source_path(request):
+    folder = request.config.getoption("--nbs-dir")
+    return Path(folder or ROOT / "nbs") / "11_embeddings.ipynb"
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory, source_path):
+    "The student release of module 11 with every exercise filled in correctly."
+    released = release(11, source_path.parent, tmp_path_factory.mktemp("release"))
+    return solve(json.loads(released.read_text()), json.loads(source_path.read_text()))
+
+
+def visible_results(nb: dict, workdir: Path) -> dict:
+    "grade_id -> None (passed) or 'Error: first line', from the notebook's test cells run against its own export."
+    package = workdir / "package"
+    shutil.copytree(Path(tinytorch.__file__).parent, package / "tinytorch", ignore=shutil.ignore_patterns("__pycache__"))
+    (package / "tinytorch" / "core" / "embeddings.py").write_text(exported_source(nb), encoding="utf-8")
+    (workdir / "11_embeddings.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    (workdir / "driver.py").write_text(DRIVER)
+    out = subprocess.run([sys.executable, "driver.py", str(package), "11_embeddings.ipynb"], cwd=workdir,
+                         capture_output=True, text=True, timeout=300)
+    marker = [line for line in out.stdout.splitlines() if line.startswith("@@RESULTS@@")]
+    assert marker, out.stderr[-2000:]
+    return json.loads(marker[-1][len("@@RESULTS@@"):])
+
+
+def mutate(solved: dict, name: str) -> dict:
+    cell, right, wrong = MISTAKES[name][:3]
+    return replace(solved, cell, right, wrong)
+
+
+def test_the_solved_release_passes_every_visible_test(solved, source_path, tmp_path):
+    results = visible_results(solved, tmp_path)
+    parts = {gid for gid, kind, _ in graded_parts(source_path) if kind == "test"}
+    assert set(results) == parts, (sorted(results), sorted(parts))
+    assert all(error is None for error in results.values()), results
+
+
+@pytest.mark.parametrize("name", list(MISTAKES))
+def test_a_wrong_attempt_loses_its_part_and_says_why(solved, tmp_path, name):
+    *_, part, words, may_also_fail = MISTAKES[name]
+    results = visible_results(mutate(solved, name), tmp_path)
+    assert part in results, f"no visible test {part} in the release"
+    error = results[part]
+    assert error is not None, f"{name}: {part} passed with the wrong code"
+    missing = [w for w in words if w not in error]
+    assert not missing, f"{name}: the message of {part} lacks {missing}: {error!r}"
+    others = {p for p, e in results.items() if e is not None} - {part} - may_also_fail
+    assert not others, f"{name}: other parts failed too: { {p: results[p] for p in others} }"
+
+
+def test_tinytorch_test_shows_the_message(solved, tmp_path):
+    "The real student command: the missing √d scaling loses exactly its part, with a message that says why."
+    notebook = tmp_path / "11_embeddings.ipynb"
+    notebook.write_text(json.dumps(mutate(solved, "missing √d scaling")), encoding="utf-8")
+    out = subprocess.run([CLI, "test", "11", "--notebook", notebook], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = {line.split()[1]: line for line in out.stdout.splitlines() if line.strip().startswith(("PASS", "FAIL"))}
+    failed = [gid for gid, line in lines.items() if line.strip().startswith("FAIL")]
+    assert failed == ["test_token_position_embedding"], out.stdout
+    assert "AssertionError: scale_embeddings=True multiplies the token rows by √8" in lines[failed[0]], out.stdout
+    assert "expected" in lines[failed[0]] and "got" in lines[failed[0]], out.stdout
