@@ -498,7 +498,7 @@ class _GradebookGuard:
 
 def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1, cell_timeout: int = 30,
           wall_seconds: float = 300, isolate: bool = True, log=print, shard=None) -> tuple:
-    "Grade every submission, or shard `'K/N'`'s only; returns (results, path of the grades CSV)."
+    "Grade every submission (with `shard='K/N'`, only shard K of N's); returns (results, path of the grades CSV)."
     from tinytorch.course.shards import parse_shard, select_shard
     shard = parse_shard(shard) if shard is not None else None     # a bad value fails before any work
     submissions_dir = Path(submissions_dir)
