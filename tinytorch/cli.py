@@ -190,7 +190,6 @@ def _positive_int(value: str) -> int:
     return n
 
 def build_parser() -> argparse.ArgumentParser:
-    from tinytorch.course.shards import SHARD_HELP
     parser = argparse.ArgumentParser(prog='tinytorch', description="tinytorch course commands")
     sub = parser.add_subparsers(dest='command', required=True)
     p = sub.add_parser('demo', help="train embeddings on real text, end to end, and show what they learned")
@@ -214,7 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--jobs', type=_positive_int, default=1); p.add_argument('--nbs')
     p.add_argument('--cell-timeout', type=_positive_int, default=30)
     p.add_argument('--wall-seconds', type=_positive_int, default=300)
-    p.add_argument('--shard', metavar='K/N', help=SHARD_HELP)
+    p.add_argument('--shard', metavar='K/N', help="grade only shard K of N, numbered 1..N (e.g. 1/4 ... 4/4); a "
+                   "student's shard depends only on their id, so N runs with K = 1..N grade everyone once")
     p.set_defaults(func=cmd_grade)
     p = sub.add_parser('grade-merge', help="merge the grades CSVs of `grade --shard` runs into the CSV of one run")
     p.add_argument('out', metavar='OUT.csv'); p.add_argument('shards', metavar='SHARD.csv', nargs='+')

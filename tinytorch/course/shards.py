@@ -15,12 +15,10 @@ from pathlib import Path
 from .grading import CSV_FIELDS
 
 # %% auto #0
-__all__ = ['SHARD_HELP', 'parse_shard', 'shard_of', 'select_shard', 'read_grades_csv', 'merge_grade_csvs']
+__all__ = ['parse_shard', 'shard_of', 'select_shard', 'read_grades_csv', 'merge_grade_csvs']
 
 # %% ../../nbs/95_shards.ipynb #parse
 _SHARD = re.compile(r'^\s*([0-9]+)\s*/\s*([0-9]+)\s*$')
-SHARD_HELP = ("K/N: grade only shard K of N, numbered 1..N (e.g. 1/4 ... 4/4); a student's shard depends "
-              "only on their id, so N runs with K = 1..N grade everyone exactly once")
 
 def parse_shard(value) -> tuple:
     "`'K/N'` (or a `(K, N)` pair) as `(K, N)` with 1 <= K <= N; ValueError naming the value otherwise."
