@@ -11,6 +11,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tinytorch.cli.cmd_docs': ('cli.html#cmd_docs', 'tinytorch/cli.py'),
                                'tinytorch.cli.cmd_formgrade': ('cli.html#cmd_formgrade', 'tinytorch/cli.py'),
                                'tinytorch.cli.cmd_grade': ('cli.html#cmd_grade', 'tinytorch/cli.py'),
+                               'tinytorch.cli.cmd_grade_merge': ('cli.html#cmd_grade_merge', 'tinytorch/cli.py'),
                                'tinytorch.cli.cmd_grades': ('cli.html#cmd_grades', 'tinytorch/cli.py'),
                                'tinytorch.cli.cmd_metadata': ('cli.html#cmd_metadata', 'tinytorch/cli.py'),
                                'tinytorch.cli.cmd_release': ('cli.html#cmd_release', 'tinytorch/cli.py'),
@@ -559,4 +560,13 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                           'tinytorch.course.nbtests.parse_directives': ( 'nbtests.html#parse_directives',
                                                                                          'tinytorch/course/nbtests.py'),
                                           'tinytorch.course.nbtests.read_notebook': ( 'nbtests.html#read_notebook',
-                                                                                      'tinytorch/course/nbtests.py')}}}
+                                                                                      'tinytorch/course/nbtests.py')},
+            'tinytorch.course.shards': { 'tinytorch.course.shards._grouped': ('shards.html#_grouped', 'tinytorch/course/shards.py'),
+                                         'tinytorch.course.shards._same': ('shards.html#_same', 'tinytorch/course/shards.py'),
+                                         'tinytorch.course.shards.merge_grade_csvs': ( 'shards.html#merge_grade_csvs',
+                                                                                       'tinytorch/course/shards.py'),
+                                         'tinytorch.course.shards.parse_shard': ('shards.html#parse_shard', 'tinytorch/course/shards.py'),
+                                         'tinytorch.course.shards.read_grades_csv': ( 'shards.html#read_grades_csv',
+                                                                                      'tinytorch/course/shards.py'),
+                                         'tinytorch.course.shards.select_shard': ('shards.html#select_shard', 'tinytorch/course/shards.py'),
+                                         'tinytorch.course.shards.shard_of': ('shards.html#shard_of', 'tinytorch/course/shards.py')}}}

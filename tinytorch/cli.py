@@ -11,7 +11,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['DemoInputError', 'read_text_file', 'demo', 'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_formgrade',
-           'cmd_grades', 'cmd_docs', 'cmd_metadata', 'build_parser', 'main']
+           'cmd_grades', 'cmd_docs', 'cmd_metadata', 'cmd_grade_merge', 'build_parser', 'main']
 
 # %% ../nbs/92_cli.ipynb #demo
 class DemoInputError(ValueError):
@@ -146,7 +146,7 @@ def cmd_test(args) -> int:
 def cmd_grade(args) -> int:
     from tinytorch.course.grading import grade
     results, csv_path = grade(args.module, args.submissions, _nbs_dir(args.nbs), args.course, jobs=args.jobs,
-                              cell_timeout=args.cell_timeout, wall_seconds=args.wall_seconds)
+                              cell_timeout=args.cell_timeout, wall_seconds=args.wall_seconds, shard=args.shard)
     troubled = [r.student for r in results if r.failure or r.flags]
     if troubled:
         print(f"{len(troubled)} submission(s) need your attention (status failed/flagged in {csv_path}): "
@@ -190,6 +190,16 @@ def cmd_metadata(args) -> int:
     print(f"nbgrader metadata {'checked' if args.check else 'synced'} in {len(nbs)} notebook(s)")
     return 0
 
+# %% ../nbs/92_cli.ipynb #merge-cmd
+def cmd_grade_merge(args) -> int:
+    from tinytorch.course.shards import merge_grade_csvs
+    m = merge_grade_csvs(args.out, args.shards)             # refusals: main() prints the one line
+    empty = f", {m['empty_shards']} of them empty" if m['empty_shards'] else ''
+    print(f"merged {m['students']} student(s) ({m['rows']} rows) from {m['shards']} shard CSV(s){empty} into {m['path']}")
+    if m['attention']:
+        print(f"{len(m['attention'])} submission(s) need your attention: status failed/flagged in {m['path']}")
+    return 0
+
 # %% ../nbs/92_cli.ipynb #main
 def _positive_int(value: str) -> int:
     try:
@@ -224,7 +234,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--jobs', type=_positive_int, default=1); p.add_argument('--nbs')
     p.add_argument('--cell-timeout', type=_positive_int, default=30)
     p.add_argument('--wall-seconds', type=_positive_int, default=300)
+    p.add_argument('--shard', metavar='K/N', help="grade only shard K of N, numbered 1..N (e.g. 1/4 ... 4/4); a "
+                   "student's shard depends only on their id, so N runs with K = 1..N grade everyone once")
     p.set_defaults(func=cmd_grade)
+    p = sub.add_parser('grade-merge', help="merge the grades CSVs of `grade --shard` runs into the CSV of one run")
+    p.add_argument('out', metavar='OUT.csv'); p.add_argument('shards', metavar='SHARD.csv', nargs='+')
+    p.set_defaults(func=cmd_grade_merge)
     p = sub.add_parser('formgrade', help="serve nbgrader's formgrader on a graded course (score the written answers)")
     p.add_argument('course', help="the course folder that `tinytorch grade` wrote")
     p.add_argument('--port', type=int, default=0, help="port on 127.0.0.1 (default: a free one)")

@@ -422,10 +422,11 @@ def part_status(result: StudentResult, part: dict) -> tuple:
         return 'flagged', '; '.join(result.flags)
     return 'graded', ''
 
-CSV_FIELDS = ['student', 'part', 'kind', 'points', 'max_points', 'second_channel_points', 'status', 'reason']
+# `assignment` came last, so readers of the first eight columns by position keep working
+CSV_FIELDS = ['student', 'part', 'kind', 'points', 'max_points', 'second_channel_points', 'status', 'reason', 'assignment']
 
-def write_grades_csv(results: list, path: Path) -> Path:
-    "One row per student and part."
+def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
+    "One row per student and part, students in the order of `results`, parts in the notebook's order."
     with open(path, 'w', newline='', encoding='utf-8') as f:
         w = csv.DictWriter(f, CSV_FIELDS)
         w.writeheader()
@@ -436,7 +437,7 @@ def write_grades_csv(results: list, path: Path) -> Path:
                             'points': '' if status == 'needs manual grading' else f"{p['points']:g}",
                             'max_points': f"{p['max_points']:g}",
                             'second_channel_points': '' if p['second'] is None else f"{p['second']:g}",
-                            'status': status, 'reason': reason})
+                            'status': status, 'reason': reason, 'assignment': assignment})
     return path
 
 def _collect(setup: GradingSetup, course_dir: Path, result: StudentResult, hidden: set):
@@ -501,15 +502,22 @@ class _GradebookGuard:
                                 '(or one graded in parallel); restored from the last good copy')
 
 def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1, cell_timeout: int = 30,
-          wall_seconds: float = 300, isolate: bool = True, log=print) -> tuple:
-    "Grade every submission; returns (results, path of the grades CSV)."
+          wall_seconds: float = 300, isolate: bool = True, log=print, shard=None) -> tuple:
+    "Grade every submission (with `shard='K/N'`, only shard K of N's); returns (results, path of the grades CSV)."
+    from tinytorch.course.shards import parse_shard, select_shard
+    shard = parse_shard(shard) if shard is not None else None     # a bad value fails before any work
     submissions_dir = Path(submissions_dir)
     course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
     setup = prepare(module, nbs_dir, course_dir, cell_timeout, wall_seconds, isolate)
     try:
-        subs = _snapshot_submissions(find_submissions(submissions_dir, setup.notebook.name), course_dir / '.snapshot')
-        if not subs:
+        found = find_submissions(submissions_dir, setup.notebook.name)
+        if not found:
             raise FileNotFoundError(f"no student folders in {submissions_dir}")
+        mine = select_shard(found, shard) if shard else found
+        if shard:
+            log(f"shard {shard[0]}/{shard[1]}: {len(mine)} of the {len(found)} submission(s) in {submissions_dir}"
+                + ('' if mine else '; nothing to grade here, the grades CSV holds its header only'))
+        subs = _snapshot_submissions(mine, course_dir / '.snapshot')
         level = isolation_level() if isolate else 'none'
         log(f"grading {len(subs)} submission(s) of {setup.assignment} with {jobs} job(s); isolation: " + {
             'full': "own PID namespace and unprivileged user id per submission",
@@ -549,6 +557,6 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
                 results.append(r)
     finally:                                   # also when grading stops early
         shutil.rmtree(setup.work_root, ignore_errors=True)
-    csv_path = write_grades_csv(results, course_dir / f'grades_{setup.assignment}.csv')
+    csv_path = write_grades_csv(results, course_dir / f'grades_{setup.assignment}.csv', setup.assignment)
     log(f"grades: {csv_path}")
     return results, csv_path
