@@ -48,8 +48,9 @@ def broken_sinusoid(solved):
 
 def build(release, source, paths):
     """student -> notebook dict, for every scenario. `paths` has 'course' and 'submissions' (absolute), and
-    optionally 'nbs' (the source notebooks' folder) and 'package' (a file of the installed package) for the vandal."""
-    paths = {"nbs": "/nonexistent", "package": "/nonexistent", **paths}
+    optionally, for the vandal, 'nbs' (the source notebooks' folder), 'package' (a file of the installed package)
+    and 'work' (the folder that holds the grading work folders: the temporary folder of the grading run)."""
+    paths = {"nbs": "/nonexistent", "package": "/nonexistent", "work": "/nonexistent", **paths}
     solved = solve(release, source)
     subs = {}
     subs["reference"] = solved
@@ -92,13 +93,12 @@ def build(release, source, paths):
 # solutions, to damage the course and the other students' work, and to reach the network; prints a report.
 _SNOOPING = '''
 import os as _os, glob as _glob, shutil as _shutil, socket as _socket
-_report = []
+_report, _stolen = [], []
 for _path in ["{nbs}/11_embeddings.ipynb", "{course}/source/11_embeddings/11_embeddings.ipynb",
               "{course}/gradebook.db", "{package}"]:
     try:
         with open(_path, errors="replace") as _f:
-            _text = _f.read()
-        print(_text)
+            _stolen.append(_f.read())
         _report.append("read " + _path)
     except OSError as _e:
         _report.append("could not read " + _path)
@@ -110,7 +110,7 @@ for _target in ["{course}/gradebook.db", "{nbs}/11_embeddings.ipynb",
     except OSError:
         pass
 for _victim in (_glob.glob("{submissions}/*") + _glob.glob("{course}/*") + _glob.glob("{nbs}/*")
-                + _glob.glob("/tmp/tinytorch-grading-*/*")):
+                + _glob.glob("{work}/tinytorch-grading-*/*")):
     if "vandal" not in _victim and "snoop" not in _victim:   # its own work folder
         _shutil.rmtree(_victim, ignore_errors=True)
         try:
@@ -123,6 +123,7 @@ try:
 except OSError as _e:
     _report.append("network: " + type(_e).__name__)
 print("VANDAL REPORT " + " | ".join(_report))
+print("\\n".join(_stolen))         # into its own output (nbgrader keeps the first 1000 lines)
 '''
 
 # ... and also overwrites the gradebook copy its own grading uses: its grading fails, loudly.

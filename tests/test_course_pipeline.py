@@ -52,16 +52,15 @@ def _kernels(marker: str) -> set:
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, released, source):
     base = tmp_path_factory.mktemp("class")
-    subs_dir, course, nbs = base / "submissions", base / "course", base / "nbs"
+    subs_dir, course, nbs, work = base / "submissions", base / "course", base / "nbs", base / "work"
     nbs.mkdir()
     shutil.copy(SOURCE, nbs)                      # the vandal attacks this copy of the source notebooks
     import tinytorch
     write_submissions(subs_dir, released[0], source, paths={
-        "course": str(course), "submissions": str(subs_dir), "nbs": str(nbs),
+        "course": str(course), "submissions": str(subs_dir), "nbs": str(nbs), "work": str(work),
         "package": str(Path(tinytorch.__file__).parent / "core" / "embeddings.py")})
     untouched = {"subs": _digest(subs_dir), "nbs": _digest(nbs)}
-    work = base / "work"                          # the grading work folders, named in each kernel's environment
-    work.mkdir()
+    work.mkdir()                                  # the grading work folders, named in each kernel's environment
     import tempfile
     default, tempfile.tempdir = tempfile.tempdir, str(work)
     try:

@@ -46,8 +46,9 @@ def make_class(base: Path, released: dict, students=STUDENTS) -> dict:
     (repo / "nbs").mkdir(parents=True)
     shutil.copy(SOURCE, repo / "nbs")
     shutil.copytree(PACKAGE, repo / "tinytorch", ignore=shutil.ignore_patterns("__pycache__"))
+    (base / "work").mkdir()                           # the grader's temporary folder ($TMPDIR)
     paths = {"course": str(klass / "course"), "submissions": str(klass / "submissions"), "nbs": str(repo / "nbs"),
-             "package": str(repo / "tinytorch" / "core" / "embeddings.py")}
+             "package": str(repo / "tinytorch" / "core" / "embeddings.py"), "work": str(base / "work")}
     write_submissions(klass / "submissions", released, json.loads(SOURCE.read_text()), students, paths)
     return {"repo": repo, "subs": klass / "submissions", "course": klass / "course"}
 
@@ -58,7 +59,8 @@ def grade_cli(python, c: dict, *extra, env=None, user=None) -> subprocess.Comple
            "--nbs", str(c["repo"] / "nbs"), "--jobs", "2", "--cell-timeout", "10", "--wall-seconds", "120", *extra]
     if user is not None:
         cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
-    env = {**os.environ, "PYTHONPATH": str(c["repo"]), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
+    env = {**os.environ, "PYTHONPATH": str(c["repo"]), "PYTHONDONTWRITEBYTECODE": "1",
+           "TMPDIR": str(c["repo"].parent / "work"), **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=c["repo"].parent, timeout=900)
 
 
