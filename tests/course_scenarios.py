@@ -47,7 +47,10 @@ def broken_sinusoid(solved):
 
 
 def build(release, source, paths):
-    "student -> notebook dict, for every scenario. `paths` has 'course' and 'submissions' (absolute)."
+    """student -> notebook dict, for every scenario. `paths` has 'course' and 'submissions' (absolute), and
+    optionally, for the vandal, 'nbs' (the source notebooks' folder), 'package' (a file of the installed package)
+    and 'work' (the folder that holds the grading work folders: the temporary folder of the grading run)."""
+    paths = {"nbs": "/nonexistent", "package": "/nonexistent", "work": "/nonexistent", **paths}
     solved = solve(release, source)
     subs = {}
     subs["reference"] = solved
@@ -71,6 +74,7 @@ def build(release, source, paths):
     dup["cells"].insert(i + 1, twin)
     subs["duplicated-cell"] = dup
     subs["vandal"] = replace(solved, "as-ids", "    ### END SOLUTION", "    ### END SOLUTION\n" + _VANDALISM.format(**paths))
+    subs["snoop"] = replace(solved, "as-ids", "    ### END SOLUTION", "    ### END SOLUTION\n" + _SNOOPING.format(**paths))
     skip = broken_sinusoid(solved)
     cells_by_id(skip)["sinusoidal-test"]["metadata"]["tags"] = ["skip-execution"]
     subs["skip-tag"] = skip
@@ -85,19 +89,62 @@ def build(release, source, paths):
     return subs
 
 
-# Runs inside the student's kernel (and in the second channel): tries to damage the course.
-_VANDALISM = '''
-import os as _os, glob as _glob, shutil as _shutil
-for _target in ["{course}/gradebook.db", "gradebook.db", "../../../gradebook.db"]:
+# Runs inside the student's kernel (and in the second channel): tries to read the hidden tests and the
+# solutions, to damage the course and the other students' work, and to reach the network; prints a report.
+_SNOOPING = '''
+import os as _os, glob as _glob, shutil as _shutil, socket as _socket
+_report, _stolen = [], []
+for _path in ["{nbs}/11_embeddings.ipynb", "{course}/source/11_embeddings/11_embeddings.ipynb",
+              "{course}/gradebook.db", "{package}"]:
+    try:
+        with open(_path, errors="replace") as _f:
+            _stolen.append(_f.read())
+        _report.append("read " + _path)
+    except OSError as _e:
+        _report.append("could not read " + _path)
+for _target in ["{course}/gradebook.db", "{nbs}/11_embeddings.ipynb",
+                "{course}/source/11_embeddings/11_embeddings.ipynb"]:
     try:
         with open(_target, "w") as _f:
             _f.write("overwritten by a student")
     except OSError:
         pass
-for _victim in _glob.glob("{submissions}/*") + _glob.glob("/tmp/tinytorch-grading-*/*"):
-    if "vandal" not in _victim:
+for _victim in (_glob.glob("{submissions}/*") + _glob.glob("{course}/*") + _glob.glob("{nbs}/*")
+                + _glob.glob("{work}/tinytorch-grading-*/*")):
+    if "vandal" not in _victim and "snoop" not in _victim:   # its own work folder
         _shutil.rmtree(_victim, ignore_errors=True)
+        try:
+            _os.remove(_victim)
+        except OSError:
+            pass
+try:
+    _socket.create_connection(("pypi.org", 443), timeout=5).close()
+    _report.append("network: reached pypi.org")
+except OSError as _e:
+    _report.append("network: " + type(_e).__name__)
+print("VANDAL REPORT " + " | ".join(_report))
+print("\\n".join(_stolen))         # into its own output (nbgrader keeps the first 1000 lines)
 '''
+
+# ... and also overwrites the gradebook copy its own grading uses: its grading fails, loudly.
+_VANDALISM = _SNOOPING + '''
+for _target in ["gradebook.db", "../../../gradebook.db"]:
+    try:
+        with open(_target, "w") as _f:
+            _f.write("overwritten by a student")
+    except OSError:
+        pass
+'''
+
+
+def vandal_report(autograded_nb):
+    "The report line the vandal printed in its kernel, split into its items (None if it never printed one)."
+    for cell in autograded_nb["cells"]:
+        for out in cell.get("outputs", []):
+            for line in "".join(out.get("text", "")).splitlines():
+                if line.startswith("VANDAL REPORT "):
+                    return line[len("VANDAL REPORT "):].split(" | ")
+    return None
 
 
 def write_submissions(folder, release, source, students=None, paths=None):

@@ -11,11 +11,11 @@ import pytest
 
 pytest.importorskip("nbgrader")
 
-from course_scenarios import build, solve, write_submissions  # noqa: E402
+from course_scenarios import build, solve, vandal_report, write_submissions  # noqa: E402
 from tinytorch.course.assignments import (  # noqa: E402
     check_metadata, find_leaks, graded_parts, notebook_text, release, run_notebook_tests, secret_lines,
 )
-from tinytorch.course.grading import grade, isolation_level  # noqa: E402
+from tinytorch.course.grading import grade  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
@@ -38,25 +38,48 @@ def source():
     return json.loads(SOURCE.read_text())
 
 
-def _kernels():
-    "Kernels run by this checkout's Python: kernels of other work on a busy machine don't count."
+def _kernels(marker: str) -> set:
+    "pids of running IPython kernels whose environment mentions `marker` (other users' kernels don't)."
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    python = str(Path(sys.executable).parent)
-    return {line.split()[0] for line in out.splitlines() if "ipykernel" in line and python in line}
+    ours = set()
+    for pid in (line.split()[0] for line in out.splitlines() if "ipykernel" in line):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/environ").read_bytes():
+                ours.add(pid)
+        except OSError:          # gone, or not ours to read
+            pass
+    return ours
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, released, source):
     base = tmp_path_factory.mktemp("class")
-    subs_dir, course = base / "submissions", base / "course"
-    write_submissions(subs_dir, released[0], source, paths={"course": str(course), "submissions": str(subs_dir)})
-    before = _kernels()
-    results, csv_path = grade(11, subs_dir, NBS, course, jobs=2, cell_timeout=CELL_TIMEOUT, wall_seconds=WALL_SECONDS,
-                              log=lambda *a: None)
-    leftover = _kernels() - before
+    subs_dir, course, nbs, work = base / "submissions", base / "course", base / "nbs", base / "work"
+    nbs.mkdir()
+    shutil.copy(SOURCE, nbs)                      # the vandal attacks this copy of the source notebooks
+    import tinytorch
+    write_submissions(subs_dir, released[0], source, paths={
+        "course": str(course), "submissions": str(subs_dir), "nbs": str(nbs), "work": str(work),
+        "package": str(Path(tinytorch.__file__).parent / "core" / "embeddings.py")})
+    untouched = {"subs": _digest(subs_dir), "nbs": _digest(nbs)}
+    work.mkdir()                                  # the grading work folders, named in each kernel's environment
+    import tempfile
+    default, tempfile.tempdir = tempfile.tempdir, str(work)
+    try:
+        results, csv_path = grade(11, subs_dir, nbs, course, jobs=2, cell_timeout=CELL_TIMEOUT,
+                                  wall_seconds=WALL_SECONDS, log=lambda *a: None)
+    finally:
+        tempfile.tempdir = default
+    leftover = _kernels(str(work))
     rows = list(csv.DictReader(open(csv_path)))
     return {"results": {r.student: r for r in results}, "rows": rows, "course": course, "leftover": leftover,
-            "subs_dir": subs_dir}
+            "subs_dir": subs_dir, "nbs": nbs, "untouched": untouched}
+
+
+def _digest(folder):
+    import hashlib
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def points(graded, student):
@@ -200,10 +223,25 @@ def test_vandal_cannot_change_other_grades(graded):
     assert points(graded, "broken-sinusoid") == all_but({"test_sinusoidal_table"})
     assert graded["course"].joinpath("gradebook.db").read_bytes()[:15] == b"SQLite format 3"
     assert all((graded["subs_dir"] / s).exists() for s in graded["results"]), "submissions were deleted"
+    assert _digest(graded["subs_dir"]) == graded["untouched"]["subs"], "submissions were changed"
+    assert _digest(graded["nbs"]) == graded["untouched"]["nbs"], "the source notebooks were changed"
+    frozen = graded["course"] / "source" / "11_embeddings" / "11_embeddings.ipynb"
+    assert frozen.read_bytes() == (graded["nbs"] / "11_embeddings.ipynb").read_bytes()
     # the vandal overwrote the only gradebook it could reach, its own copy: its grading fails, loudly
     vandal = graded["results"]["vandal"]
     assert vandal.failure or vandal.flags
     assert statuses(graded, "vandal") <= {"failed", "flagged"}
+
+
+def test_snoop_reads_no_course_file_reaches_no_network_and_is_graded(graded):
+    assert points(graded, "snoop") == TESTS and statuses(graded, "snoop") == {"graded"}
+    nb = json.loads(graded["results"]["snoop"].autograded.read_text())
+    report = vandal_report(nb)
+    assert report and [i for i in report if i.startswith("network: ")], report
+    assert "network: reached pypi.org" not in report
+    assert [i for i in report if i.startswith("read ")] == [i for i in report if i.endswith("embeddings.py")], report
+    printed = "\n".join("".join(o.get("text", "")) for cell in nb["cells"] for o in cell.get("outputs", []))
+    assert find_leaks(secret_lines(SOURCE), printed) == []         # no hidden test, no solution
 
 
 def test_master_gradebook_has_every_student(graded):

@@ -146,7 +146,8 @@ def cmd_test(args) -> int:
 def cmd_grade(args) -> int:
     from tinytorch.course.grading import grade
     results, csv_path = grade(args.module, args.submissions, _nbs_dir(args.nbs), args.course, jobs=args.jobs,
-                              cell_timeout=args.cell_timeout, wall_seconds=args.wall_seconds, shard=args.shard)
+                              cell_timeout=args.cell_timeout, wall_seconds=args.wall_seconds,
+                              sandbox=not args.no_sandbox, shard=args.shard)
     troubled = [r.student for r in results if r.failure or r.flags]
     if troubled:
         print(f"{len(troubled)} submission(s) need your attention (status failed/flagged in {csv_path}): "
@@ -234,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--jobs', type=_positive_int, default=1); p.add_argument('--nbs')
     p.add_argument('--cell-timeout', type=_positive_int, default=30)
     p.add_argument('--wall-seconds', type=_positive_int, default=300)
+    p.add_argument('--no-sandbox', action='store_true',
+                   help="grade without the bubblewrap sandbox (student code runs with your rights; the CSV says so)")
     p.add_argument('--shard', metavar='K/N', help="grade only shard K of N, numbered 1..N (e.g. 1/4 ... 4/4); a "
                    "student's shard depends only on their id, so N runs with K = 1..N grade everyone once")
     p.set_defaults(func=cmd_grade)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import re
@@ -24,10 +25,10 @@ from tinytorch.course.assignments import (
 from .nbtests import _EXPORT_DIRECTIVES, parse_directives
 
 # %% auto #0
-__all__ = ['CSV_FIELDS', 'repair_submission', 'isolation_level', 'isolation_available', 'run_isolated', 'exported_source',
-           'second_channel', 'sanitize_for_feedback', 'StudentResult', 'GradingSetup', 'empty_parts', 'grade_one',
-           'write_feedback', 'render_feedback', 'find_submissions', 'prepare', 'merge_into_gradebook', 'part_status',
-           'write_grades_csv', 'grade']
+__all__ = ['CSV_FIELDS', 'repair_submission', 'SandboxUnavailable', 'Sandbox', 'sandbox_problem', 'uid_layer', 'isolation_level',
+           'run_isolated', 'exported_source', 'second_channel', 'sanitize_for_feedback', 'StudentResult',
+           'GradingSetup', 'empty_parts', 'grade_one', 'write_feedback', 'render_feedback', 'find_submissions',
+           'prepare', 'merge_into_gradebook', 'part_status', 'write_grades_csv', 'grade']
 
 # %% ../../nbs/93_grading.ipynb #check
 def _graded_ids(nb: dict) -> dict:
@@ -80,47 +81,132 @@ def repair_submission(sub: dict, source: dict) -> tuple:
 
 # %% ../../nbs/93_grading.ipynb #isolate
 _FIRST_UID = 200_000   # unprivileged ids with no account: one per parallel grading slot
+_SYSTEM_DIRS = ('/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32')
+_NO_SANDBOX = 'graded WITHOUT a sandbox (--no-sandbox): student code ran with your rights'
 
-_LEVEL = None
-# Can the grading user run this Python and find the grader? Cheap on purpose (an import of nbgrader costs
-# seconds of CPU, 20 s on a busy machine): the answer must not depend on how busy the machine is.
-_PROBE = "import importlib.util as u, sys, numpy; sys.exit(not u.find_spec('nbgrader'))"
+class SandboxUnavailable(RuntimeError):
+    "No bubblewrap sandbox can be made on this machine."
 
-def isolation_level() -> str:
-    """'full' (own PID namespace and an unprivileged user id), 'pid' (PID namespace only: this
-    Python can't be run by an unprivileged user, e.g. a venv made from a Python under /root)
-    or 'none' (not root, or no unshare/setpriv)."""
-    global _LEVEL
-    if _LEVEL is None:
-        _LEVEL = 'none'
-        if hasattr(os, 'geteuid') and os.geteuid() == 0 and all(shutil.which(t) for t in ('unshare', 'setpriv', 'timeout')):
-            probe = subprocess.run(['unshare', '--pid', '--fork', '--kill-child', '--mount-proc', 'setpriv',
-                                    f'--reuid={_FIRST_UID}', f'--regid={_FIRST_UID}', '--clear-groups',
-                                    sys.executable, '-c', _PROBE],
-                                   cwd='/', capture_output=True, timeout=600)   # a hang is an error, not a downgrade
-            _LEVEL = 'full' if probe.returncode == 0 else 'pid'
-    return _LEVEL
+def _bwrap() -> str | None:
+    "The bubblewrap executable: `$TINYTORCH_BWRAP` (a name or a path) or `bwrap` on PATH."
+    return shutil.which(os.environ.get('TINYTORCH_BWRAP') or 'bwrap')
 
-def isolation_available() -> bool:
-    "True when each grading run can get a PID namespace and an unprivileged user id."
-    return isolation_level() == 'full'
+def _under(path: str, folders) -> bool:
+    return any(path == f or path.startswith(f.rstrip('/') + '/') for f in folders)
 
+@functools.cache
+def _python_folders() -> tuple:
+    "Folders a fresh run of this Python reads: its installation, its venv, its sys.path, the tinytorch package."
+    import tinytorch
+    run = subprocess.run([sys.executable, '-c', 'import json, sys; print(json.dumps(sys.path))'],
+                         cwd='/', env=tool_env(), capture_output=True, text=True, check=True)
+    found = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+             str(Path(tinytorch.__file__).parent), *json.loads(run.stdout)}
+    folders = []
+    for p in sorted(os.path.abspath(p) for p in found if p and os.path.isdir(p)):
+        if p not in ('/', '/tmp') and not _under(p, folders) and not _under(p, _SYSTEM_DIRS):
+            folders.append(p)
+    return tuple(folders)
+
+# %% ../../nbs/93_grading.ipynb #sandbox
+@dataclass(frozen=True)
+class Sandbox:
+    """A bubblewrap sandbox for one grading run: the system folders and this Python read-only, a private
+    `/tmp`, no network, its own PID namespace; its work folder is the only place it can write."""
+    hidden: tuple = ()            # folders or files never to show, even when they lie in a visible folder
+    package: Path | None = None   # mounted read-only over the installed tinytorch package
+
+    def command(self, workdir: Path, uid: int | None = None) -> list:
+        "The bwrap command line (ending in `--`) that runs a program in `workdir`, as `uid` when given (root only)."
+        args = [_bwrap(), '--die-with-parent', '--new-session', '--unshare-pid', '--unshare-net', '--unshare-ipc',
+                '--unshare-uts', '--cap-drop', 'ALL']
+        if uid is not None:   # just what setpriv needs to become `uid`; it then holds no capability at all
+            args += ['--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID', '--cap-add', 'CAP_DAC_OVERRIDE']
+        for d in _SYSTEM_DIRS:
+            if os.path.islink(d):
+                args += ['--symlink', os.readlink(d), d]
+            elif os.path.isdir(d):
+                args += ['--ro-bind', d, d]
+        args += ['--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp']
+        made = {'/', '/tmp', *_SYSTEM_DIRS}
+        visible = _python_folders()
+        for folder in (*visible, str(workdir)):
+            for parent in reversed(Path(folder).parents):   # bwrap would make missing parents mode 700
+                if str(parent) not in made:
+                    made.add(str(parent)); args += ['--perms', '0755', '--dir', str(parent)]
+            made.add(folder)
+            args += ['--bind' if folder == str(workdir) else '--ro-bind', folder, folder]
+        if self.package is not None:
+            import tinytorch
+            args += ['--ro-bind', str(self.package), str(Path(tinytorch.__file__).parent)]
+        for path in map(os.path.abspath, self.hidden):
+            if os.path.exists(path) and _under(path, (*visible, *_SYSTEM_DIRS)):
+                args += ['--tmpfs', path] if os.path.isdir(path) else ['--ro-bind', '/dev/null', path]
+        args += ['--chdir', str(workdir), '--']
+        if uid is not None:
+            args += ['setpriv', f'--reuid={uid}', f'--regid={uid}', '--clear-groups', '--no-new-privs']
+        return args
+
+# %% ../../nbs/93_grading.ipynb #sandbox-probe
+@functools.cache
+def sandbox_problem() -> str | None:
+    "None when a bubblewrap sandbox starts here (tried once, for real); else one line: what is missing, how to fix it."
+    how = "or pass --no-sandbox to grade without one"
+    if _bwrap() is None:
+        return ("no sandbox: bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install "
+                f"bubblewrap, Fedora: dnf install bubblewrap, Arch: pacman -S bubblewrap) {how}")
+    with tempfile.TemporaryDirectory() as tmp:
+        run = subprocess.run(Sandbox().command(Path(tmp)) + ['true'], capture_output=True, text=True, timeout=60)
+    if run.returncode != 0:
+        why = (run.stderr.strip().splitlines() or [f'exit {run.returncode}'])[-1]
+        return (f"no sandbox: bubblewrap ({_bwrap()}) cannot start one ({why}); unprivileged user namespaces are "
+                f"probably disabled (sysctl kernel.unprivileged_userns_clone=1 or user.max_user_namespaces > 0) {how}")
+    return None
+
+# Cheap on purpose: importing nbgrader costs seconds of CPU (20 s on a busy machine), finding it does not.
+_CAN_RUN_GRADER = "import importlib.util as u, sys, numpy; sys.exit(not u.find_spec('nbgrader'))"
+
+@functools.cache
+def uid_layer() -> bool:
+    "As root: can an unprivileged uid run this Python in the sandbox? (Its files must be readable by others.)"
+    if os.geteuid() != 0 or not shutil.which('setpriv') or sandbox_problem():
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chown(tmp, _FIRST_UID, _FIRST_UID)
+        run = subprocess.run(Sandbox().command(Path(tmp), _FIRST_UID) + [sys.executable, '-c', _CAN_RUN_GRADER],
+                             capture_output=True, timeout=600)   # a hang raises; it never downgrades
+    return run.returncode == 0
+
+def isolation_level(sandbox: bool = True) -> str:
+    "'sandbox+uid' (as root: also an unprivileged uid), 'sandbox', or 'none'; raises SandboxUnavailable when none can be had."
+    if not sandbox:
+        return 'none'
+    if sandbox_problem():
+        raise SandboxUnavailable(sandbox_problem())
+    return 'sandbox+uid' if uid_layer() else 'sandbox'
+
+# %% ../../nbs/93_grading.ipynb #run-isolated
 def _chown_tree(root: Path, uid: int, gid: int):
     for path in [root, *root.rglob('*')]:
         os.chown(path, uid, gid, follow_symlinks=False)
 
-def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None) -> subprocess.CompletedProcess:
-    "Run `args` in `workdir` with a wall-clock limit; with a `uid`, in a PID namespace as that user."
+def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None,
+                 sandbox: Sandbox | None) -> subprocess.CompletedProcess:
+    "Run `args` in `workdir` with a wall-clock limit: in `sandbox` (as `uid` when given), or unsandboxed."
     env = tool_env()
     home = workdir / '.home'
     home.mkdir(exist_ok=True)
     env.update(HOME=str(home), JUPYTER_RUNTIME_DIR=str(home / 'runtime'), IPYTHONDIR=str(home / 'ipython'),
                MPLCONFIGDIR=str(home / 'mpl'), JUPYTER_CONFIG_DIR=str(home / 'config'), PYTHONDONTWRITEBYTECODE='1')
     limit = ['timeout', '-s', 'KILL', str(int(wall_seconds))]
-    prefix = ['unshare', '--pid', '--fork', '--kill-child', '--mount-proc'] if isolation_level() != 'none' else []
+    if sandbox is not None:
+        env['TMPDIR'] = '/tmp'   # the sandbox's own, private /tmp
+        prefix = sandbox.command(workdir, uid)
+    else:   # as root, still a PID namespace: a runaway kernel dies with the run
+        prefix = ['unshare', '--pid', '--fork', '--kill-child', '--mount-proc'] if (
+            os.geteuid() == 0 and shutil.which('unshare')) else []
     if uid is not None:
         _chown_tree(workdir, uid, uid)
-        prefix += ['setpriv', f'--reuid={uid}', f'--regid={uid}', '--clear-groups']
     try:
         return subprocess.run(prefix + limit + list(map(str, args)), cwd=workdir, env=env, capture_output=True,
                               text=True, timeout=wall_seconds + 30)
@@ -128,7 +214,7 @@ def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None
         return subprocess.CompletedProcess(e.cmd, -9, e.stdout or '', (e.stderr or '') + '\nkilled by the outer limit')
     finally:
         if uid is not None:
-            _chown_tree(workdir, 0, 0)
+            _chown_tree(workdir, os.geteuid(), os.getegid())
 
 # %% ../../nbs/93_grading.ipynb #second
 def exported_source(nb: dict) -> str:
@@ -168,7 +254,7 @@ print("@@RESULTS@@" + json.dumps(results))
 '''
 
 def second_channel(submission: dict, source_nb: Path, module: str, workdir: Path,
-                   cell_timeout: int, wall_seconds: float, uid: int | None) -> dict:
+                   cell_timeout: int, wall_seconds: float, uid: int | None, sandbox: Sandbox | None) -> dict:
     "grade_id -> None (passed) or an error line, from the source's test cells run against the student's export."
     import tinytorch
     root = workdir / 'package'
@@ -178,7 +264,7 @@ def second_channel(submission: dict, source_nb: Path, module: str, workdir: Path
     shutil.copy(source_nb, workdir / source_nb.name)
     (workdir / 'driver.py').write_text(_SECOND_CHANNEL_DRIVER)
     result = run_isolated([sys.executable, 'driver.py', root, source_nb.name, cell_timeout],
-                          workdir, wall_seconds, uid)
+                          workdir, wall_seconds, uid, sandbox)
     marker = [l for l in result.stdout.splitlines() if l.startswith('@@RESULTS@@')]
     if not marker:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ['no output']
@@ -209,6 +295,7 @@ class StudentResult:
     autograded: Path | None = None
     feedback: Path | None = None
     workdir: Path | None = None
+    sandboxed: bool = True                         # False: graded with --no-sandbox
 
     @property
     def points(self) -> float: return sum(p['points'] or 0 for p in self.parts.values())
@@ -224,7 +311,7 @@ class GradingSetup:
     work_root: Path
     cell_timeout: int = 30
     wall_seconds: float = 300
-    isolate: bool = True
+    sandbox: Sandbox | None = None   # None: --no-sandbox
 
 def _read_grades(db: Path, assignment: str, student: str) -> dict:
     from nbgrader.api import Gradebook, MissingEntry
@@ -258,11 +345,11 @@ def empty_parts(source: dict) -> dict:
 
 def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, slot: int = 0) -> StudentResult:
     "Check, grade (twice) and post-check one student's submission in a private temporary copy."
-    start, result = time.perf_counter(), StudentResult(student)
+    start, result = time.perf_counter(), StudentResult(student, sandboxed=setup.sandbox is not None)
     source = json.loads(setup.notebook.read_text(encoding='utf-8'))
     expected = _expected_parts(source)
     result.parts = empty_parts(source)
-    uid = _FIRST_UID + slot if (setup.isolate and isolation_available()) else None
+    uid = _FIRST_UID + slot if (setup.sandbox is not None and uid_layer()) else None
     work = Path(tempfile.mkdtemp(prefix=f'{student}-', dir=setup.work_root))   # mode 700
     if uid is not None:
         os.chown(work, uid, uid)
@@ -283,7 +370,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
         target.parent.mkdir(parents=True)
         target.write_text(json.dumps(submission), encoding='utf-8')
         run = run_isolated([sys.executable, '-m', 'nbgrader', 'autograde', setup.assignment, '--student', student,
-                            f'--CourseDirectory.root={nbgrader_dir}'], nbgrader_dir, setup.wall_seconds, uid)
+                            f'--CourseDirectory.root={nbgrader_dir}'], nbgrader_dir, setup.wall_seconds, uid, setup.sandbox)
         if run.returncode in (-9, 124, 137):
             raise RuntimeError(f"grading exceeded the {setup.wall_seconds:.0f} s wall-clock limit and was killed")
         autograded = nbgrader_dir / 'autograded' / student / setup.assignment / setup.notebook.name
@@ -302,7 +389,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
         result.autograded = autograded
         try:
             verdicts = second_channel(submission, setup.notebook, setup.module, second_dir,
-                                      setup.cell_timeout, setup.wall_seconds, uid)
+                                      setup.cell_timeout, setup.wall_seconds, uid, setup.sandbox)
             import_error = verdicts.pop('__import__', None)
             if import_error:
                 verdicts = {gid: import_error for gid, p in result.parts.items() if p['kind'] == 'test'}
@@ -367,9 +454,17 @@ def _default_exp(notebook: Path) -> str:
         raise ValueError(f"{notebook.name} has no '#| default_exp' cell")
     return exp
 
+def _grading_package(module: str, dest: Path) -> Path:
+    "A copy of the tinytorch package whose graded `module` is a stub: student code can't import or read the solution."
+    import tinytorch
+    shutil.copytree(Path(tinytorch.__file__).parent, dest, ignore=shutil.ignore_patterns('__pycache__'))
+    (dest / Path(*module.split('.')).with_suffix('.py')).write_text('"The graded module: not available while grading."\n')
+    return dest
+
 def prepare(module, nbs_dir, course_dir, cell_timeout: int = 30, wall_seconds: float = 300,
-            isolate: bool = True) -> GradingSetup:
-    "Master course (source + gradebook) in `course_dir`, and a template gradebook with no students."
+            sandbox: bool = True, hide=()) -> GradingSetup:
+    """Master course (source + gradebook) in `course_dir`, a template gradebook with no students, and the
+    sandbox every run gets (it never shows `nbs_dir`, `course_dir` or the folders in `hide`)."""
     source = find_notebook(module, nbs_dir)
     course_dir = Path(course_dir)
     write_course(course_dir, [source], cell_timeout)
@@ -388,8 +483,12 @@ def prepare(module, nbs_dir, course_dir, cell_timeout: int = 30, wall_seconds: f
     work_root = Path(tempfile.mkdtemp(prefix='tinytorch-grading-'))
     os.chmod(work_root, 0o711)
     frozen = course_dir / 'source' / source.stem / source.name   # the copy this whole run grades against
-    return GradingSetup(source.stem, frozen, _default_exp(frozen), template, work_root,
-                        cell_timeout, wall_seconds, isolate)
+    module_name = _default_exp(frozen)
+    box = None
+    if sandbox:
+        hidden = {q for p in (nbs_dir, course_dir, source, *hide) for q in (os.path.abspath(p), os.path.realpath(p))}
+        box = Sandbox(tuple(sorted(hidden)), _grading_package(module_name, work_root / 'package' / 'tinytorch'))
+    return GradingSetup(source.stem, frozen, module_name, template, work_root, cell_timeout, wall_seconds, box)
 
 def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResult):
     "Record `result` in the master gradebook (replacing an earlier submission of the same student)."
@@ -413,14 +512,18 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
         gb.db.commit()
 
 def part_status(result: StudentResult, part: dict) -> tuple:
-    "(status, reason) of one part: failed, needs manual grading, flagged or graded."
+    "(status, reason) of one part: failed, needs manual grading, flagged or graded; the reason says if unsandboxed."
     if result.failure:
-        return 'failed', result.failure
-    if part['kind'] == 'answer':
-        return 'needs manual grading', 'written answer'
-    if result.flags:
-        return 'flagged', '; '.join(result.flags)
-    return 'graded', ''
+        status, reason = 'failed', result.failure
+    elif part['kind'] == 'answer':
+        status, reason = 'needs manual grading', 'written answer'
+    elif result.flags:
+        status, reason = 'flagged', '; '.join(result.flags)
+    else:
+        status, reason = 'graded', ''
+    if not result.sandboxed:
+        reason = '; '.join(filter(None, [reason, _NO_SANDBOX]))
+    return status, reason
 
 # `assignment` came last, so readers of the first eight columns by position keep working
 CSV_FIELDS = ['student', 'part', 'kind', 'points', 'max_points', 'second_channel_points', 'status', 'reason', 'assignment']
@@ -502,13 +605,15 @@ class _GradebookGuard:
                                 '(or one graded in parallel); restored from the last good copy')
 
 def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1, cell_timeout: int = 30,
-          wall_seconds: float = 300, isolate: bool = True, log=print, shard=None) -> tuple:
-    "Grade every submission (with `shard='K/N'`, only shard K of N's); returns (results, path of the grades CSV)."
+          wall_seconds: float = 300, sandbox: bool = True, log=print, shard=None) -> tuple:
+    """Grade every submission (with `shard='K/N'`, only shard K of N's); returns (results, path of the grades
+    CSV). Raises `SandboxUnavailable`, before anything is written, when no sandbox can be had and `sandbox` is True."""
     from tinytorch.course.shards import parse_shard, select_shard
     shard = parse_shard(shard) if shard is not None else None     # a bad value fails before any work
     submissions_dir = Path(submissions_dir)
     course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
-    setup = prepare(module, nbs_dir, course_dir, cell_timeout, wall_seconds, isolate)
+    level = isolation_level(sandbox)
+    setup = prepare(module, nbs_dir, course_dir, cell_timeout, wall_seconds, sandbox, hide=(submissions_dir,))
     try:
         found = find_submissions(submissions_dir, setup.notebook.name)
         if not found:
@@ -518,11 +623,13 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
             log(f"shard {shard[0]}/{shard[1]}: {len(mine)} of the {len(found)} submission(s) in {submissions_dir}"
                 + ('' if mine else '; nothing to grade here, the grades CSV holds its header only'))
         subs = _snapshot_submissions(mine, course_dir / '.snapshot')
-        level = isolation_level() if isolate else 'none'
+        box = ("a bubblewrap sandbox per submission (read-only system, only its work folder writable, "
+               "private /tmp, no network, own PID namespace)")
         log(f"grading {len(subs)} submission(s) of {setup.assignment} with {jobs} job(s); isolation: " + {
-            'full': "own PID namespace and unprivileged user id per submission",
-            'pid': "own PID namespace only (this Python can't run as an unprivileged user; see the guide)",
-            'none': "NONE (needs root, unshare and setpriv; see the guide)"}[level])
+            'sandbox+uid': f"{box}, as an unprivileged user id",
+            'sandbox': f"{box}, as you" + (" (root without capabilities: this Python's files aren't readable "
+                                           "by other users, see the guide)" if os.geteuid() == 0 else ''),
+            'none': f"NONE: {_NO_SANDBOX}; every row of the grades CSV says so"}[level])
         import queue
         slots = queue.Queue()
         for k in range(jobs):
@@ -532,8 +639,8 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
             student, path = item
             if not _STUDENT_ID.match(student):
                 source = json.loads(setup.notebook.read_text(encoding='utf-8'))
-                return StudentResult(student, empty_parts(source),
-                                     failure=f"folder name {student!r} is not a valid student id")
+                return StudentResult(student, empty_parts(source), failure=f"folder name {student!r} is not a "
+                                     "valid student id", sandboxed=setup.sandbox is not None)
             slot = slots.get()
             try:
                 return grade_one(setup, student, path, slot)

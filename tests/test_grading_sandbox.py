@@ -1,0 +1,171 @@
+"""`tinytorch grade` in its sandbox, run as an instructor would: a class with a vandal, graded from a private
+(mode 700) folder as root and as a user who is not root, and the refusal when no sandbox can be had."""
+import csv
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("nbgrader")
+
+from course_scenarios import vandal_report, write_submissions  # noqa: E402
+from tinytorch.course.assignments import find_leaks, graded_parts, release, secret_lines  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "nbs" / "11_embeddings.ipynb"
+PACKAGE = Path(__import__("tinytorch").__file__).parent
+TESTS = {gid: pts for gid, kind, pts in graded_parts(SOURCE) if kind == "test"}
+STUDENTS = ["reference", "broken-sinusoid", "vandal", "snoop"]
+INSTRUCTOR_UID = 61_234            # a user who is not root (no account needed)
+GRADE = "import sys; from tinytorch.cli import main; sys.exit(main(sys.argv[1:]))"
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="sets up files for other users (needs root)")
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
+                                 reason="bubblewrap is not installed (CI installs it)")
+
+
+def digest(folder: Path) -> dict:
+    "relative path -> sha256 of every file under `folder`."
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    return json.loads(release(11, ROOT / "nbs", tmp_path_factory.mktemp("release")).read_text())
+
+
+def make_class(base: Path, released: dict, students=STUDENTS) -> dict:
+    "A repository copy (nbs/ with the source notebook, the tinytorch package) and a class, all under `base`."
+    repo, klass = base / "repo", base / "class"
+    (repo / "nbs").mkdir(parents=True)
+    shutil.copy(SOURCE, repo / "nbs")
+    shutil.copytree(PACKAGE, repo / "tinytorch", ignore=shutil.ignore_patterns("__pycache__"))
+    (base / "work").mkdir()                           # the grader's temporary folder ($TMPDIR)
+    paths = {"course": str(klass / "course"), "submissions": str(klass / "submissions"), "nbs": str(repo / "nbs"),
+             "package": str(repo / "tinytorch" / "core" / "embeddings.py"), "work": str(base / "work")}
+    write_submissions(klass / "submissions", released, json.loads(SOURCE.read_text()), students, paths)
+    return {"repo": repo, "subs": klass / "submissions", "course": klass / "course"}
+
+
+def grade_cli(python, c: dict, *extra, env=None, user=None) -> subprocess.CompletedProcess:
+    "`tinytorch grade 11` run by `python` (as `user` when given), on the class `c`."
+    cmd = [str(python), "-c", GRADE, "grade", "11", str(c["subs"]), "--course", str(c["course"]),
+           "--nbs", str(c["repo"] / "nbs"), "--jobs", "2", "--cell-timeout", "10", "--wall-seconds", "120", *extra]
+    if user is not None:
+        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
+    env = {**os.environ, "PYTHONPATH": str(c["repo"]), "PYTHONDONTWRITEBYTECODE": "1",
+           "TMPDIR": str(c["repo"].parent / "work"), **(env or {})}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=c["repo"].parent, timeout=900)
+
+
+def venv_copy(dest: Path) -> Path:
+    "The project venv at `dest`: its files hard-linked (copied across file systems), its scripts run its own Python."
+    if subprocess.run(["cp", "-al", sys.prefix, dest], capture_output=True).returncode != 0:
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(sys.prefix, dest, symlinks=True)
+    shebang = f"#!{sys.prefix}/bin/python"
+    for script in (dest / "bin").iterdir():
+        if script.is_file() and not script.is_symlink() and script.read_bytes().startswith(shebang.encode()):
+            text = script.read_text().replace(shebang, f"#!{dest}/bin/python", 1)
+            script.unlink()                           # a new file: the hard-linked original stays as it is
+            script.write_text(text)
+            script.chmod(0o755)
+    return dest / "bin" / "python"
+
+
+def assert_vandal_changed_nothing(c: dict, before: dict, run: subprocess.CompletedProcess):
+    "`before`: digests of the submissions and the repository copy taken before grading."
+    assert run.returncode == 3, (run.returncode, run.stdout[-3000:], run.stderr[-3000:])
+    assert "bubblewrap sandbox" in run.stdout, run.stdout
+    rows = list(csv.DictReader(open(c["course"] / "grades_11_embeddings.csv")))
+    got = {s: {r["part"]: float(r["points"]) for r in rows if r["student"] == s and r["kind"] == "test"}
+           for s in STUDENTS}
+    assert got["reference"] == TESTS == got["snoop"], got
+    vandal = {r["status"] for r in rows if r["student"] == "vandal"}
+    assert vandal <= {"failed", "flagged"}, vandal             # it overwrote its own gradebook copy: loudly
+    assert got["broken-sinusoid"] == {**TESTS, "test_sinusoidal_table": 0.0}, got["broken-sinusoid"]
+    assert {r["status"] for r in rows if r["student"] in ("reference", "snoop") and r["kind"] == "test"} == {"graded"}
+    # nothing outside the vandal's own work folder changed
+    assert digest(c["subs"]) == before["subs"], "the submissions changed"
+    assert digest(c["repo"]) == before["repo"], "the repository (source notebook, package) changed"
+    frozen = c["course"] / "source" / "11_embeddings" / "11_embeddings.ipynb"   # the grader's copy of the source
+    assert hashlib.sha256(frozen.read_bytes()).hexdigest() == before["repo"]["nbs/11_embeddings.ipynb"], \
+        "the course's source notebook changed"
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{c['course'] / 'gradebook.db'}", "tinytorch") as gb:
+        assert {s.id for s in gb.students} == set(STUDENTS)
+        assert gb.find_submission("11_embeddings", "reference").score == sum(TESTS.values())
+    # what the snoop saw: no course file, no network, no hidden test and no solution in its own output
+    snoop = json.loads((c["course"] / "autograded" / "snoop" / "11_embeddings" / "11_embeddings.ipynb").read_text())
+    report = vandal_report(snoop)
+    assert report is not None, "the snoop's code never ran"
+    for item in report:
+        if item.startswith(("read ", "could not read ")) and not item.endswith("embeddings.py"):
+            assert item.startswith("could not read "), report
+    assert [i for i in report if i.startswith("network: ")] and "network: reached pypi.org" not in report, report
+    printed = "\n".join("".join(o.get("text", "")) for cell in snoop["cells"] for o in cell.get("outputs", []))
+    assert find_leaks(secret_lines(SOURCE), printed) == []         # no hidden test, no solution
+
+
+@needs_root
+@needs_bwrap
+def test_vandal_as_root_from_a_private_folder_with_a_venv_others_cannot_run(released):
+    base = Path(tempfile.mkdtemp())                   # mode 700, like `mktemp -d`
+    try:
+        c = make_class(base, released)
+        python = venv_copy(base / "venv")            # a venv the unprivileged grading ids can't even reach
+        before = {"subs": digest(c["subs"]), "repo": digest(c["repo"])}
+        run = grade_cli(python, c)
+        assert "unprivileged user id" in run.stdout, run.stdout    # root: the uid layer as well
+        assert_vandal_changed_nothing(c, before, run)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+
+
+@needs_root
+@needs_bwrap
+def test_vandal_as_a_user_who_is_not_root(released):
+    base = Path(tempfile.mkdtemp())                   # the instructor's own private folder
+    try:
+        c = make_class(base, released)
+        python = venv_copy(base / "venv")
+        for path in [base, *base.rglob("*")]:
+            if "venv" not in path.relative_to(base).parts:
+                os.chown(path, INSTRUCTOR_UID, INSTRUCTOR_UID, follow_symlinks=False)
+        before = {"subs": digest(c["subs"]), "repo": digest(c["repo"])}
+        run = grade_cli(python, c, user=INSTRUCTOR_UID, env={"HOME": str(base)})
+        assert "unprivileged user id" not in run.stdout, run.stdout      # not root: the sandbox alone
+        assert_vandal_changed_nothing(c, before, run)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("bwrap, missing", [("/nonexistent/bwrap", "is not installed"), ("false", "cannot start one")])
+def test_grade_refuses_without_a_sandbox(tmp_path, released, bwrap, missing):
+    c = make_class(tmp_path, released, ["reference"])
+    run = grade_cli(sys.executable, c, env={"TINYTORCH_BWRAP": bwrap})
+    assert run.returncode == 2, (run.returncode, run.stdout, run.stderr)
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tinytorch grade: no sandbox:") and missing in lines[0], lines
+    assert "bubblewrap" in lines[0] and "--no-sandbox" in lines[0], lines
+    assert run.stdout == "" and not c["course"].exists(), "refused, yet something was written"
+
+
+def test_no_sandbox_grades_and_every_row_says_so(tmp_path, released):
+    c = make_class(tmp_path, released, ["reference", "broken-sinusoid"])
+    run = grade_cli(sys.executable, c, "--no-sandbox", env={"TINYTORCH_BWRAP": "/nonexistent/bwrap"})
+    assert run.returncode == 0, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
+    assert "NONE" in run.stdout and "WITHOUT a sandbox" in run.stdout, run.stdout
+    rows = list(csv.DictReader(open(c["course"] / "grades_11_embeddings.csv")))
+    assert len(rows) == 2 * (len(TESTS) + 3)
+    assert all("graded WITHOUT a sandbox (--no-sandbox)" in r["reason"] for r in rows), [r["reason"] for r in rows]
+    got = {r["part"]: float(r["points"]) for r in rows if r["student"] == "reference" and r["kind"] == "test"}
+    assert got == TESTS
