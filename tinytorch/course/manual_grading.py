@@ -25,11 +25,12 @@ from pathlib import Path
 
 from .assignments import find_leaks, secret_lines
 from .grading import render_feedback
+from .shards import read_grades_csv
 
 # %% auto #0
 __all__ = ['FORMGRADE_CONFIG', 'FORMGRADE_TEMPLATE', 'FINAL_COLUMNS', 'CourseNotGraded', 'graded_assignment',
            'with_formgrade_config', 'write_formgrade_template', 'formgrader_command', 'serve_formgrader',
-           'read_gradebook', 'read_grades_csv', 'final_points', 'final_grades', 'write_final_grades', 'with_comments',
+           'read_gradebook', 'grades_by_student', 'final_points', 'final_grades', 'write_final_grades', 'with_comments',
            'regenerate_feedback']
 
 # %% ../../nbs/96_manual_grading.ipynb #course
@@ -173,12 +174,11 @@ def read_gradebook(course: Path, assignment: str) -> dict:
                                      'max': g.max_score, 'comment': comments.get(g.name)}
     return scores
 
-def read_grades_csv(path: Path) -> dict:
-    "student -> {part: row} from the CSV that `tinytorch grade` wrote, parts in notebook order."
+def grades_by_student(path: Path) -> dict:
+    "student -> {part: row} from the (checked) grades CSV that `tinytorch grade` wrote, parts in notebook order."
     table = {}
-    with open(path, newline='', encoding='utf-8') as f:
-        for row in csv.DictReader(f):
-            table.setdefault(row['student'], {})[row['part']] = row
+    for row in read_grades_csv(path):
+        table.setdefault(row['student'], {})[row['part']] = row
     return table
 
 def final_points(row: dict, score: dict | None) -> tuple:
@@ -206,7 +206,7 @@ FINAL_COLUMNS = ['autograded_total', 'manual_total', 'total', 'max_points', 'sta
 def final_grades(course_dir, module) -> tuple:
     "({part: max points} in notebook order, one dict per student) for `module` in a graded course."
     course, assignment = graded_assignment(course_dir, module)
-    graded, scores = read_grades_csv(course / f"grades_{assignment}.csv"), read_gradebook(course, assignment)
+    graded, scores = grades_by_student(course / f"grades_{assignment}.csv"), read_gradebook(course, assignment)
     parts = {p: float(r['max_points']) for p, r in next(iter(graded.values()), {}).items()}
     rows = []
     for student, by_part in sorted(graded.items()):
