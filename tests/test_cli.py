@@ -54,6 +54,9 @@ BAD_INPUTS = {
         ["demo", "--text", "{tmp}/data.bin", "--out", "{tmp}/plots"],
         lambda t: (t / "data.bin").write_bytes(b"\x00\x01binary"),
         ["{tmp}/data.bin", "expected UTF-8 text"]),
+    "demo --out is a file": (
+        ["demo", "--out", "{tmp}/plots.png"], lambda t: (t / "plots.png").write_bytes(b"png"),
+        ["--out {tmp}/plots.png", "is a file, expected a folder"]),
     "release: module not a number": (
         ["release", "eleven", "--nbs", "{tmp}", "--to", "{tmp}/release"], None,
         ["'eleven'", "a module is named by its number"]),
@@ -77,6 +80,9 @@ BAD_INPUTS = {
     "grade: submissions folder missing": (
         ["grade", "11", "{tmp}/submissions", "--nbs", str(ROOT / "nbs"), "--course", "{tmp}/course"], None,
         ["{tmp}/submissions", "no such folder", "expected SUBMISSIONS/<student>/<notebook>.ipynb"]),
+    "grade --course is a file": (
+        ["grade", "11", "{tmp}", "--course", "{tmp}/grades.csv"], lambda t: (t / "grades.csv").write_text(""),
+        ["--course {tmp}/grades.csv", "is a file, expected a folder"]),
     "grade --shard 0/2": (
         ["grade", "11", "{tmp}", "--shard", "0/2", "--course", "{tmp}/course"], None,
         ["--shard '0/2'", "K must be between 1 and 2"]),
@@ -107,6 +113,9 @@ BAD_INPUTS = {
         ["docs", "--out", "{tmp}/site"],
         lambda t: ((t / "site").mkdir(), (t / "site" / "thesis.tex").write_text("mine")),
         ["{tmp}/site", "is not an earlier docs build", "refusing to replace it"]),
+    "docs --out is a file": (
+        ["docs", "--out", "{tmp}/site.zip"], lambda t: (t / "site.zip").write_bytes(b"zip"),
+        ["--out {tmp}/site.zip", "is a file, expected a folder"]),
     "metadata: no notebooks": (
         ["metadata", "--nbs", "{tmp}"], None,
         ["no course notebooks", "in {tmp}"]),

@@ -2,6 +2,7 @@
 
 d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_url': '', 'lib_path': 'tinytorch'},
   'syms': { 'tinytorch.cli': { 'tinytorch.cli.DemoInputError': ('cli.html#demoinputerror', 'tinytorch/cli.py'),
+                               'tinytorch.cli._folder_to_write': ('cli.html#_folder_to_write', 'tinytorch/cli.py'),
                                'tinytorch.cli._nbs_dir': ('cli.html#_nbs_dir', 'tinytorch/cli.py'),
                                'tinytorch.cli._port': ('cli.html#_port', 'tinytorch/cli.py'),
                                'tinytorch.cli._positive_int': ('cli.html#_positive_int', 'tinytorch/cli.py'),

@@ -10,7 +10,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from .course.errors import BadInput, MissingInput, UsageError
+from .course.errors import BadInput, MissingInput, OutputInTheWay, UsageError
 
 # %% auto #0
 __all__ = ['DemoInputError', 'read_text_file', 'demo', 'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_formgrade',
@@ -126,17 +126,24 @@ def _nbs_dir(value) -> Path:
         return Path(value)
     return Path('nbs') if Path('nbs').is_dir() else Path('.')
 
+def _folder_to_write(value, option: str):
+    "`value`, checked before any work: an output folder option must not name a file."
+    if value is not None and Path(value).exists() and not Path(value).is_dir():
+        raise OutputInTheWay(f"{option} {value}: is a file, expected a folder to write into")
+    return value
+
 def cmd_demo(args) -> int:
-    demo(steps=args.steps, seed=args.seed, text_path=args.text, out_dir=args.out)   # bad --text: main() reports it
+    demo(steps=args.steps, seed=args.seed, text_path=args.text, out_dir=_folder_to_write(args.out, '--out'))   # bad --text: main() reports it
     return 0
 
 def cmd_release(args) -> int:
     from tinytorch.course.assignments import build_workspace, release
     if args.workspace:
-        path = build_workspace(args.module, _nbs_dir(args.nbs), args.workspace, cell_timeout=args.cell_timeout)
+        path = build_workspace(args.module, _nbs_dir(args.nbs), _folder_to_write(args.workspace, '--workspace'),
+                               cell_timeout=args.cell_timeout)
         print(f"student workspace written: {path} (give students this folder; see its README.md)")
         return 0
-    path = release(args.module, _nbs_dir(args.nbs), args.to, cell_timeout=args.cell_timeout)
+    path = release(args.module, _nbs_dir(args.nbs), _folder_to_write(args.to, '--to'), cell_timeout=args.cell_timeout)
     print(f"student notebook written: {path}")
     return 0
 
@@ -151,7 +158,8 @@ def cmd_test(args) -> int:
 
 def cmd_grade(args) -> int:
     from tinytorch.course.grading import grade
-    results, csv_path = grade(args.module, args.submissions, _nbs_dir(args.nbs), args.course, jobs=args.jobs,
+    results, csv_path = grade(args.module, args.submissions, _nbs_dir(args.nbs),
+                              _folder_to_write(args.course, '--course'), jobs=args.jobs,
                               cell_timeout=args.cell_timeout, wall_seconds=args.wall_seconds,
                               sandbox=not args.no_sandbox, shard=args.shard)
     troubled = [r.student for r in results if r.failure or r.flags]
@@ -182,7 +190,7 @@ def cmd_grades(args) -> int:
 
 def cmd_docs(args) -> int:
     from tinytorch.course.docs import build_docs
-    site = build_docs(out_dir=args.out, nbs_dir=_nbs_dir(args.nbs))      # logs pages and build time
+    site = build_docs(out_dir=_folder_to_write(args.out, '--out'), nbs_dir=_nbs_dir(args.nbs))      # logs pages and build time
     print(f"open {Path(site).resolve() / 'index.html'}")
     return 0
 
