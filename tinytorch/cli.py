@@ -6,15 +6,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
+
+from .course.errors import BadInput, MissingInput, OutputInTheWay, UsageError
 
 # %% auto #0
 __all__ = ['DemoInputError', 'read_text_file', 'demo', 'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_formgrade',
            'cmd_grades', 'cmd_docs', 'cmd_metadata', 'cmd_grade_merge', 'build_parser', 'main']
 
 # %% ../nbs/92_cli.ipynb #demo
-class DemoInputError(ValueError):
+class DemoInputError(BadInput):
     "A `--text` file that can't be used; the message is one line for the user."
 
 def read_text_file(path) -> str:
@@ -47,8 +50,9 @@ def _progress_bar(steps: int, out):
     return show
 
 def demo(steps: int = 400, seed: int = 0, text_path=None, out_dir='demo_output', plots: bool = True,
-         out=sys.stdout) -> dict:
-    "Tokenize → embed → positions → train → analyse; returns the numbers it printed."
+         out=None) -> dict:
+    "Tokenize → embed → positions → train → analyse; returns the numbers it printed (to `out`, default `sys.stdout`)."
+    out = out or sys.stdout
     from tinytorch.core import char_model as C
     from tinytorch.core.embeddings import Embedding
     from tinytorch.core.profiling import EmbeddingProfiler, analyze_embedding_system_design
@@ -74,7 +78,8 @@ def demo(steps: int = 400, seed: int = 0, text_path=None, out_dir='demo_output',
     stats = run['model'].embed.tokens.get_memory_usage()
     print(f"\nMemory: token table {tok.vocab_size} x {stats['embedding_dim']} {stats['dtype']} = "
           f"{stats['total_memory_mb'] * 1024:.1f} KiB; the same layer at production sizes:", file=out)
-    analyze_embedding_system_design()
+    with contextlib.redirect_stdout(out):       # it prints its table; every line of the demo goes to `out`
+        analyze_embedding_system_design()
     profiler = EmbeddingProfiler(repeats=10, warmup=2, seed=seed)
     bandwidth = profiler.measure_memory_bandwidth(size_mb=256)   # well past the last-level cache
     big = Embedding(100_000, 256, seed=seed)
@@ -116,36 +121,45 @@ def _write_plots(run, profiler, folder: Path) -> list:
 # %% ../nbs/92_cli.ipynb #course-cmds
 def _nbs_dir(value) -> Path:
     if value:
+        if not Path(value).is_dir():
+            raise MissingInput(f"--nbs {value}: no such folder (expected the folder of the course's notebooks)")
         return Path(value)
     return Path('nbs') if Path('nbs').is_dir() else Path('.')
 
+def _folder_to_write(value, option: str):
+    "`value`, checked before any work: an output folder option must not name a file."
+    if value is not None and Path(value).exists() and not Path(value).is_dir():
+        raise OutputInTheWay(f"{option} {value}: is a file, expected a folder to write into")
+    return value
+
 def cmd_demo(args) -> int:
-    demo(steps=args.steps, seed=args.seed, text_path=args.text, out_dir=args.out)   # bad --text: main() reports it
+    demo(steps=args.steps, seed=args.seed, text_path=args.text, out_dir=_folder_to_write(args.out, '--out'))   # bad --text: main() reports it
     return 0
 
 def cmd_release(args) -> int:
     from tinytorch.course.assignments import build_workspace, release
     if args.workspace:
-        path = build_workspace(args.module, _nbs_dir(args.nbs), args.workspace, cell_timeout=args.cell_timeout)
+        path = build_workspace(args.module, _nbs_dir(args.nbs), _folder_to_write(args.workspace, '--workspace'),
+                               cell_timeout=args.cell_timeout)
         print(f"student workspace written: {path} (give students this folder; see its README.md)")
         return 0
-    path = release(args.module, _nbs_dir(args.nbs), args.to, cell_timeout=args.cell_timeout)
+    path = release(args.module, _nbs_dir(args.nbs), _folder_to_write(args.to, '--to'), cell_timeout=args.cell_timeout)
     print(f"student notebook written: {path}")
     return 0
 
 def cmd_test(args) -> int:
     from tinytorch.course.assignments import find_notebook, format_report, run_notebook_tests
     notebook = Path(args.notebook) if args.notebook else find_notebook(args.module, _nbs_dir(args.nbs))
-    if not notebook.exists():
-        print(f"tinytorch test: no notebook at {notebook}", file=sys.stderr)
-        return 2
+    if not notebook.is_file():
+        raise MissingInput(f"--notebook {notebook}: no such file")
     report = run_notebook_tests(notebook, timeout=args.cell_timeout)
     print(format_report(report))
     return 0 if report['parts'] and report['points'] == report['max_points'] else 1
 
 def cmd_grade(args) -> int:
     from tinytorch.course.grading import grade
-    results, csv_path = grade(args.module, args.submissions, _nbs_dir(args.nbs), args.course, jobs=args.jobs,
+    results, csv_path = grade(args.module, args.submissions, _nbs_dir(args.nbs),
+                              _folder_to_write(args.course, '--course'), jobs=args.jobs,
                               cell_timeout=args.cell_timeout, wall_seconds=args.wall_seconds,
                               sandbox=not args.no_sandbox, shard=args.shard)
     troubled = [r.student for r in results if r.failure or r.flags]
@@ -162,6 +176,8 @@ def cmd_formgrade(args) -> int:
 def cmd_grades(args) -> int:
     from tinytorch.course.manual_grading import final_grades, graded_assignment, regenerate_feedback, write_final_grades
     course, assignment = graded_assignment(args.course, args.module)
+    if args.out and not Path(args.out).parent.is_dir():
+        raise MissingInput(f"--out {args.out}: no folder {Path(args.out).parent} to write it in")
     parts, rows = final_grades(course, args.module)
     path = write_final_grades(parts, rows, args.out or course / f"final_grades_{assignment}.csv")
     counts = {s: sum(r['status'] == s for r in rows) for s in ('complete', 'to grade', 'to confirm', 'failed')}
@@ -174,13 +190,16 @@ def cmd_grades(args) -> int:
 
 def cmd_docs(args) -> int:
     from tinytorch.course.docs import build_docs
-    site = build_docs(out_dir=args.out, nbs_dir=_nbs_dir(args.nbs))      # logs pages and build time
+    site = build_docs(out_dir=_folder_to_write(args.out, '--out'), nbs_dir=_nbs_dir(args.nbs))      # logs pages and build time
     print(f"open {Path(site).resolve() / 'index.html'}")
     return 0
 
 def cmd_metadata(args) -> int:
     from tinytorch.course.assignments import sync_metadata
-    nbs = sorted(_nbs_dir(args.nbs).glob('[0-9][0-9]_*.ipynb'))
+    folder = _nbs_dir(args.nbs)
+    nbs = sorted(folder.glob('[0-9][0-9]_*.ipynb'))
+    if not nbs:
+        raise MissingInput(f"no course notebooks (NN_name.ipynb) in {folder}: pass --nbs DIR")
     stale = {nb.name: sync_metadata(nb, check=args.check) for nb in nbs}
     stale = {k: v for k, v in stale.items() if v}
     for name, cells in stale.items():
@@ -209,6 +228,15 @@ def _positive_int(value: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
     if n <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
+    return n
+
+def _port(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number 0 … 65535, got {value!r}")
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0 … 65535, got {n}")
     return n
 
 def build_parser() -> argparse.ArgumentParser:
@@ -245,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_grade_merge)
     p = sub.add_parser('formgrade', help="serve nbgrader's formgrader on a graded course (score the written answers)")
     p.add_argument('course', help="the course folder that `tinytorch grade` wrote")
-    p.add_argument('--port', type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument('--port', type=_port, default=0, help="port on 127.0.0.1 (default: a free one)")
     p.set_defaults(func=cmd_formgrade)
     p = sub.add_parser('grades', help="final grades CSV and feedback after manual grading")
     p.add_argument('module'); p.add_argument('--course', required=True, help="the course folder that `tinytorch grade` wrote")
@@ -260,9 +288,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 def main(argv=None) -> int:
+    "Run one command; a `UsageError` is one line on stderr and exit code 2, anything else a bug with its traceback."
     args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0
-    except (FileNotFoundError, FileExistsError, ValueError, RuntimeError) as e:
+    except UsageError as e:
         print(f"tinytorch {args.command}: {e}", file=sys.stderr)
         return 2

@@ -15,22 +15,23 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .errors import BadInput, MissingInput, OutputInTheWay
 from .nbtests import _EXPORT_DIRECTIVES, _TEST_FUNC, parse_directives
 
 # %% auto #0
 __all__ = ['BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'SKIP_TAG', 'NBGRADER_CONFIG', 'KERNEL_ARGS',
            'WORKSPACE_PYPROJECT', 'WORKSPACE_README', 'WORKSPACE_TOOLING', 'MarkerError', 'strip_hidden_tests',
-           'cell_role', 'nbgrader_metadata', 'expected_metadata', 'sync_metadata', 'graded_parts', 'find_notebook',
-           'graded_notebooks', 'check_metadata', 'write_course', 'tool_env', 'run_nbgrader', 'public_text',
-           'secret_lines', 'notebook_text', 'find_leaks', 'release', 'run_notebook_tests', 'format_report',
-           'workspace_leaks', 'build_workspace']
+           'cell_role', 'nbgrader_metadata', 'expected_metadata', 'sync_metadata', 'graded_parts', 'module_number',
+           'find_notebook', 'graded_notebooks', 'check_metadata', 'write_course', 'tool_env', 'run_nbgrader',
+           'public_text', 'secret_lines', 'notebook_text', 'find_leaks', 'release', 'run_notebook_tests',
+           'format_report', 'workspace_leaks', 'build_workspace']
 
 # %% ../../nbs/91_assignments.ipynb #markers
 BEGIN_SOLUTION, END_SOLUTION = '### BEGIN SOLUTION', '### END SOLUTION'
 BEGIN_HIDDEN, END_HIDDEN = '### BEGIN HIDDEN TESTS', '### END HIDDEN TESTS'
 _ANSWER = re.compile(r'^\s*<!--\s*answer:\s*(\d+(?:\.\d+)?)\s*points?\s*-->', re.I)
 
-class MarkerError(ValueError):
+class MarkerError(BadInput):
     "A notebook's grading markers are inconsistent."
 
 def strip_hidden_tests(source: str) -> str:
@@ -160,16 +161,20 @@ def graded_parts(path) -> list:
     return parts
 
 # %% ../../nbs/91_assignments.ipynb #find
+def module_number(module) -> str:
+    "Module `module` (e.g. 11 or '11') as its notebooks' two-digit prefix; BadInput if it isn't a number."
+    if not str(module).isdigit():
+        raise BadInput(f"a module is named by its number, e.g. 11; got {module!r}")
+    return f"{int(module):02d}"
+
 def find_notebook(module, nbs_dir) -> Path:
     "The notebook `nbs_dir/<NN>_*.ipynb` for module number `module` (e.g. 11 or '11')."
     nbs_dir = Path(nbs_dir)
-    number = f"{int(module):02d}" if str(module).isdigit() else None
-    if number is None:
-        raise ValueError(f"a module is named by its number, e.g. 11; got {module!r}")
+    number = module_number(module)
     found = sorted(nbs_dir.glob(f"{number}_*.ipynb"))
     if len(found) != 1:
         have = ', '.join(p.name for p in sorted(nbs_dir.glob('[0-9][0-9]_*.ipynb'))) or 'none'
-        raise FileNotFoundError(f"no single notebook for module {number} in {nbs_dir} (notebooks: {have})")
+        raise MissingInput(f"no single notebook for module {number} in {nbs_dir} (notebooks: {have})")
     return found[0]
 
 def graded_notebooks(nbs_dir) -> list:
@@ -301,7 +306,10 @@ def run_notebook_tests(notebook, timeout: int = 60) -> dict:
     import nbformat
     from nbclient import NotebookClient
     path = Path(notebook).resolve()
-    nb = nbformat.read(str(path), as_version=4)
+    try:
+        nb = nbformat.read(str(path), as_version=4)
+    except (ValueError, nbformat.ValidationError) as e:      # not UTF-8, not JSON, not a notebook
+        raise BadInput(f"{path}: not a readable notebook ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
     client = NotebookClient(nb, timeout=timeout, kernel_name='python3', allow_errors=True,
                             interrupt_on_timeout=True, record_timing=False, extra_arguments=KERNEL_ARGS,
                             error_on_timeout={'ename': 'CellTimeoutError',
@@ -393,7 +401,7 @@ The other notebooks in `nbs/` are given complete: the earlier modules (tensor, n
 and the library code this module builds on (its lettered notebooks, e.g. `11b_row_kernels`).
 '''
 
-WORKSPACE_TOOLING = ('90_nbtests', '91_assignments', '92_cli')
+WORKSPACE_TOOLING = ('89_errors', '90_nbtests', '91_assignments', '92_cli')
 
 def _strip_hidden_tests(nb: dict) -> dict:
     "A copy of `nb` whose cells have no hidden-test blocks."
@@ -420,7 +428,7 @@ def build_workspace(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
     from tinytorch.course.nbtests import read_notebook
     nbs_dir, dest = Path(nbs_dir), Path(dest)
     if dest.exists() and any(dest.iterdir()):
-        raise FileExistsError(f"{dest} is not empty; choose a new folder for the workspace")
+        raise OutputInTheWay(f"{dest} is not empty; choose a new folder for the workspace")
     source = find_notebook(module, nbs_dir)
     number = source.name[:2]
     (dest / 'nbs').mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .assignments import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, KERNEL_ARGS, _source,
                                           cell_role, find_leaks, public_text, secret_lines, strip_hidden_tests)
+from .errors import MissingInput, NotReady, OutputInTheWay
 from .nbtests import _EXPORT_DIRECTIVES, parse_directives, read_notebook
 
 # %% auto #0
@@ -282,7 +283,8 @@ def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict
             if 'exporti' in directives: continue
             for name in documented_names(_source(cell)):
                 if not hasattr(mod, name):
-                    raise RuntimeError(f"{name} is defined in an exported cell but missing from tinytorch.{module}")
+                    raise NotReady(f"{name} is defined in an exported cell but missing from tinytorch.{module}: "
+                                   "run nbdev-export")
                 entry = api_markdown(getattr(mod, name), name, mod.__name__, index=False, linkify=link)
                 out.append(_md_cell(entry, f"{cell.get('id', 'cell')}-api-{name}"))
             continue
@@ -367,15 +369,15 @@ def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/
     start = time.perf_counter()
     out_dir, nbs_dir, docs_dir, work_dir = (Path(p).resolve() for p in (out_dir, nbs_dir, docs_dir, work_dir))
     if not (docs_dir / 'conf.py').exists():
-        raise FileNotFoundError(f'{docs_dir}/conf.py not found: run build_docs from the repository root')
+        raise MissingInput(f'{docs_dir}/conf.py not found: run build_docs from the repository root')
     if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / 'searchindex.js').exists():
-        raise FileExistsError(f'{out_dir} exists and is not an earlier docs build; refusing to replace it')
+        raise OutputInTheWay(f'{out_dir} exists and is not an earlier docs build; refusing to replace it')
     src, html_dir, doctrees = work_dir / 'src', work_dir / 'html', work_dir / 'doctrees'
     for folder in (src, html_dir, doctrees, work_dir / 'jupyter_execute'): _clear(folder)
     shutil.copytree(docs_dir, src, ignore=shutil.ignore_patterns('_build', '.ipynb_checkpoints', '__pycache__'))
 
     pages = course_notebooks(nbs_dir, 'core.')
-    if not pages: raise FileNotFoundError(f'no course notebooks (default_exp core.*) in {nbs_dir}')
+    if not pages: raise MissingInput(f'no course notebooks (default_exp core.*) in {nbs_dir}')
     every = course_notebooks(nbs_dir, None)
     core = [m for _, m in pages]
     internal = [m for _, m in every if not m.startswith('core.')]

@@ -22,6 +22,7 @@ from pathlib import Path
 from tinytorch.course.assignments import (
     find_notebook, run_nbgrader, strip_hidden_tests, tool_env, write_course,
 )
+from .errors import BadInput, MissingInput, NotReady
 from .nbtests import _EXPORT_DIRECTIVES, parse_directives
 
 # %% auto #0
@@ -84,7 +85,7 @@ _FIRST_UID = 200_000   # unprivileged ids with no account: one per parallel grad
 _SYSTEM_DIRS = ('/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32')
 _NO_SANDBOX = 'graded WITHOUT a sandbox (--no-sandbox): student code ran with your rights'
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(NotReady):
     "No bubblewrap sandbox can be made on this machine."
 
 def _bwrap() -> str | None:
@@ -451,7 +452,7 @@ def _default_exp(notebook: Path) -> str:
     from tinytorch.course.nbtests import read_notebook
     exp, _ = read_notebook(notebook)
     if not exp:
-        raise ValueError(f"{notebook.name} has no '#| default_exp' cell")
+        raise BadInput(f"{notebook.name} has no '#| default_exp' cell")
     return exp
 
 def _grading_package(module: str, dest: Path) -> Path:
@@ -611,13 +612,15 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
     from tinytorch.course.shards import parse_shard, select_shard
     shard = parse_shard(shard) if shard is not None else None     # a bad value fails before any work
     submissions_dir = Path(submissions_dir)
+    if not submissions_dir.is_dir():
+        raise MissingInput(f"{submissions_dir}: no such folder (expected SUBMISSIONS/<student>/<notebook>.ipynb)")
     course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
     level = isolation_level(sandbox)
     setup = prepare(module, nbs_dir, course_dir, cell_timeout, wall_seconds, sandbox, hide=(submissions_dir,))
     try:
         found = find_submissions(submissions_dir, setup.notebook.name)
         if not found:
-            raise FileNotFoundError(f"no student folders in {submissions_dir}")
+            raise MissingInput(f"no student folders in {submissions_dir}")
         mine = select_shard(found, shard) if shard else found
         if shard:
             log(f"shard {shard[0]}/{shard[1]}: {len(mine)} of the {len(found)} submission(s) in {submissions_dir}"

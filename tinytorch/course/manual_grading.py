@@ -23,7 +23,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .assignments import find_leaks, secret_lines
+from .assignments import find_leaks, module_number, secret_lines
+from .errors import BadInput, MissingInput, NotReady
 from .grading import render_feedback
 from .shards import read_grades_csv
 
@@ -34,15 +35,14 @@ __all__ = ['FORMGRADE_CONFIG', 'FORMGRADE_TEMPLATE', 'FINAL_COLUMNS', 'CourseNot
            'regenerate_feedback']
 
 # %% ../../nbs/96_manual_grading.ipynb #course
-class CourseNotGraded(FileNotFoundError):
+class CourseNotGraded(MissingInput):
     "The folder is not a course that `tinytorch grade` has graded; the message is one line for the user."
 
 def graded_assignment(course_dir, module) -> tuple:
     "(course folder, assignment name) of a course in which `tinytorch grade MODULE` has run."
-    if not str(module).isdigit():
-        raise ValueError(f"a module is named by its number, e.g. 11; got {module!r}")
+    number = module_number(module)
     course = Path(course_dir)
-    sources = sorted(p.name for p in (course / 'source').glob(f"{int(module):02d}_*") if p.is_dir())
+    sources = sorted(p.name for p in (course / 'source').glob(f"{number}_*") if p.is_dir())
     if not (course / 'gradebook.db').is_file() or len(sources) != 1 \
             or not (course / f"grades_{sources[0]}.csv").is_file():
         raise CourseNotGraded(f"{course} holds no grades for module {module}: run "
@@ -108,7 +108,7 @@ def _check_port(ip: str, port: int) -> int:
         try:
             s.bind((ip, port))
         except OSError:
-            raise ValueError(f"port {port} on {ip} is in use: pass another --port") from None
+            raise BadInput(f"port {port} on {ip} is in use: pass another --port") from None
         return s.getsockname()[1]
 
 def _wait_until_serving(url: str, server: subprocess.Popen, log: Path):
@@ -130,7 +130,7 @@ def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.s
                               f"`tinytorch grade MODULE SUBMISSIONS --course {course}` first")
     missing = [pkg for module, pkg in _FORMGRADER_NEEDS.items() if importlib.util.find_spec(module) is None]
     if missing:
-        raise ValueError(f"the formgrader needs {', '.join(missing)}: pip install 'tinytorch[dev]'")
+        raise NotReady(f"the formgrader needs {', '.join(missing)}: pip install 'tinytorch[dev]'")
     port, token = _check_port(ip, port), secrets.token_hex(16)
     config = course / 'nbgrader_config.py'
     config.write_text(with_formgrade_config(config.read_text()))
@@ -189,7 +189,7 @@ def final_points(row: dict, score: dict | None) -> tuple:
         return None, 'to grade'
     if score['manual'] is not None:
         if not 0 <= score['manual'] <= score['max']:
-            raise ValueError(f"{row['student']}: part {row['part']} has score {score['manual']:g}, outside "
+            raise BadInput(f"{row['student']}: part {row['part']} has score {score['manual']:g}, outside "
                              f"0 … {score['max']:g}; correct it in the formgrader")
         return score['manual'] + (score['extra'] or 0), 'scored by you'
     if row['kind'] == 'answer':

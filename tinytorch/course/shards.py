@@ -12,6 +12,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from .errors import BadInput, MissingInput
 from .grading import CSV_FIELDS
 
 # %% auto #0
@@ -21,18 +22,18 @@ __all__ = ['parse_shard', 'shard_of', 'select_shard', 'read_grades_csv', 'merge_
 _SHARD = re.compile(r'^\s*([0-9]+)\s*/\s*([0-9]+)\s*$')
 
 def parse_shard(value) -> tuple:
-    "`'K/N'` (or a `(K, N)` pair) as `(K, N)` with 1 <= K <= N; ValueError naming the value otherwise."
+    "`'K/N'` (or a `(K, N)` pair) as `(K, N)` with 1 <= K <= N; BadInput (a ValueError) naming the value otherwise."
     m = _SHARD.match(value) if isinstance(value, str) else None
     if m:
         k, n = int(m[1]), int(m[2])
     elif isinstance(value, tuple) and len(value) == 2 and all(type(v) is int for v in value):
         k, n = value
     else:
-        raise ValueError(f"--shard {value!r}: expected K/N, two whole numbers with 1 <= K <= N (e.g. 1/4)")
+        raise BadInput(f"--shard {value!r}: expected K/N, two whole numbers with 1 <= K <= N (e.g. 1/4)")
     if n < 1:
-        raise ValueError(f"--shard {value!r}: N, the number of shards, must be at least 1")
+        raise BadInput(f"--shard {value!r}: N, the number of shards, must be at least 1")
     if not 1 <= k <= n:
-        raise ValueError(f"--shard {value!r}: K must be between 1 and {n} (shards are numbered from 1)")
+        raise BadInput(f"--shard {value!r}: K must be between 1 and {n} (shards are numbered from 1)")
     return k, n
 
 # %% ../../nbs/95_shards.ipynb #shard
@@ -48,29 +49,29 @@ def select_shard(submissions: list, shard) -> list:
 
 # %% ../../nbs/95_shards.ipynb #read
 def read_grades_csv(path) -> list:
-    "The rows of one grades CSV as dicts; FileNotFoundError or ValueError naming the file when it isn't one."
+    "The rows of one grades CSV as dicts; MissingInput or BadInput naming the file when it isn't one."
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file (expected a grades CSV written by tinytorch grade)")
+        raise MissingInput(f"{path}: no such file (expected a grades CSV written by tinytorch grade)")
     try:
         with open(path, newline='', encoding='utf-8') as f:
             lines = list(csv.reader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise ValueError(f"{path}: can't be read as a grades CSV ({type(e).__name__}: {e})") from None
+        raise BadInput(f"{path}: can't be read as a grades CSV ({type(e).__name__}: {e})") from None
     if not lines or lines[0] != CSV_FIELDS:
         found = lines[0] if lines else 'an empty file'
-        raise ValueError(f"{path}: columns {found} don't match the grades CSV's {CSV_FIELDS}")
+        raise BadInput(f"{path}: columns {found} don't match the grades CSV's {CSV_FIELDS}")
     for number, line in enumerate(lines[1:], start=1):
         if len(line) != len(CSV_FIELDS):
-            raise ValueError(f"{path}: row {number} has {len(line)} fields, expected {len(CSV_FIELDS)}")
+            raise BadInput(f"{path}: row {number} has {len(line)} fields, expected {len(CSV_FIELDS)}")
     return [dict(zip(CSV_FIELDS, line)) for line in lines[1:]]
 
 # %% ../../nbs/95_shards.ipynb #merge
 def _same(seen: dict, key, value, where, message):
-    "Remember `value` for `key`; ValueError(message(first, where_first, value, where)) when it changes."
+    "Remember `value` for `key`; BadInput(message(first, where_first, value, where)) when it changes."
     first, first_where = seen.setdefault(key, (value, where))
     if first != value:
-        raise ValueError(message(first, first_where, value, where))
+        raise BadInput(message(first, first_where, value, where))
 
 def _grouped(inputs: list) -> dict:
     "student -> (input, rows), refusing whatever can't come from one class's single run."
@@ -79,7 +80,7 @@ def _grouped(inputs: list) -> dict:
         for row in read_grades_csv(path):
             s = row['student']
             if s in students and students[s][0] != path:
-                raise ValueError(f"student {s!r} is in both {students[s][0]} and {path}: each student must be "
+                raise BadInput(f"student {s!r} is in both {students[s][0]} and {path}: each student must be "
                                  "graded by exactly one shard (was a shard run twice, or with another N?)")
             students.setdefault(s, (path, []))[1].append(row)
             _same(seen, 'assignment', row['assignment'], path, lambda a, wa, b, wb:
@@ -95,13 +96,13 @@ def merge_grade_csvs(out, inputs) -> dict:
     "Merge the shards' grades CSVs `inputs` into `out`: the CSV one run over the whole class writes."
     out, inputs = Path(out), [Path(p) for p in inputs]
     if not inputs:
-        raise ValueError("no shard CSVs given: expected one grades CSV per shard")
+        raise BadInput("no shard CSVs given: expected one grades CSV per shard")
     resolved = [p.resolve() for p in inputs]
     if out.resolve() in resolved:
-        raise ValueError(f"{out} is both the output and an input: write the merged grades to another file")
+        raise BadInput(f"{out} is both the output and an input: write the merged grades to another file")
     for i, p in enumerate(resolved):
         if p in resolved[:i]:
-            raise ValueError(f"{inputs[i]} is given twice")
+            raise BadInput(f"{inputs[i]} is given twice")
     students = _grouped(inputs)
     rows = [row for s in sorted(students) for row in students[s][1]]
     try:
@@ -117,7 +118,7 @@ def merge_grade_csvs(out, inputs) -> dict:
         finally:
             Path(tmp).unlink(missing_ok=True)
     except OSError as e:
-        raise ValueError(f"{out}: can't write the merged grades ({type(e).__name__}: {e})") from None
+        raise BadInput(f"{out}: can't write the merged grades ({type(e).__name__}: {e})") from None
     attention = sorted({r['student'] for r in rows if r['status'] in ('failed', 'flagged')})
     return {'path': out, 'students': len(students), 'shards': len(inputs), 'rows': len(rows),
             'empty_shards': sum(1 for p in inputs if p not in {path for path, _ in students.values()}),

@@ -1,0 +1,237 @@
+"""What the `tinytorch` command does when something goes wrong.
+
+Every command, given a bad input, prints exactly one line on stderr that names the value and says
+what was expected, and exits with code 2 (a `UsageError`). A bug — any other exception — is not
+dressed up as one: Python's traceback is printed and the exit code is 1. Bad inputs are caught
+before any slow work (no kernel, no nbgrader, no training), so these tests are quick.
+"""
+import importlib
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tinytorch.cli import main
+from tinytorch.course.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+TINYTORCH = Path(sys.executable).parent / "tinytorch"       # the console script from pyproject.toml
+COMMANDS = ["demo", "release", "test", "grade", "grade-merge", "formgrade", "grades", "docs", "metadata"]
+
+
+def _notebook(cells: list) -> str:
+    return json.dumps({"cells": [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {},
+                                  "outputs": [], "source": src} for i, src in enumerate(cells)],
+                       "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def _fake_graded_course(folder: Path) -> Path:
+    "The files `formgrade` looks for before it starts a server (nothing else is read)."
+    folder.mkdir()
+    (folder / "gradebook.db").write_bytes(b"")
+    (folder / "nbgrader_config.py").write_text("c = get_config()\n")
+    return folder
+
+
+def _busy_port():
+    "A socket listening on 127.0.0.1; its port is in use until it is closed."
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    return s
+
+
+# (command, arguments with {tmp} for the test's folder, a setup step, words the one line must hold).
+# `{tmp}` in the words stands for the folder too: the line must name the value it rejects.
+BAD_INPUTS = {
+    "demo --text missing": (
+        ["demo", "--text", "{tmp}/missing.txt", "--out", "{tmp}/plots"], None,
+        ["--text {tmp}/missing.txt", "no such file"]),
+    "demo --text binary": (
+        ["demo", "--text", "{tmp}/data.bin", "--out", "{tmp}/plots"],
+        lambda t: (t / "data.bin").write_bytes(b"\x00\x01binary"),
+        ["{tmp}/data.bin", "expected UTF-8 text"]),
+    "demo --out is a file": (
+        ["demo", "--out", "{tmp}/plots.png"], lambda t: (t / "plots.png").write_bytes(b"png"),
+        ["--out {tmp}/plots.png", "is a file, expected a folder"]),
+    "release: module not a number": (
+        ["release", "eleven", "--nbs", "{tmp}", "--to", "{tmp}/release"], None,
+        ["'eleven'", "a module is named by its number"]),
+    "release: no notebook for the module": (
+        ["release", "11", "--nbs", "{tmp}", "--to", "{tmp}/release"], None,
+        ["module 11", "in {tmp}", "no single notebook"]),
+    "release --workspace not empty": (
+        ["release", "11", "--nbs", "{tmp}", "--workspace", "{tmp}/ws"],
+        lambda t: ((t / "ws").mkdir(), (t / "ws" / "notes.txt").write_text("mine")),
+        ["{tmp}/ws", "not empty", "choose a new folder"]),
+    "release --nbs missing": (
+        ["release", "11", "--nbs", "{tmp}/nowhere"], None,
+        ["--nbs {tmp}/nowhere", "no such folder"]),
+    "test --notebook missing": (
+        ["test", "11", "--notebook", "{tmp}/mine.ipynb"], None,
+        ["--notebook {tmp}/mine.ipynb", "no such file"]),
+    "test --notebook not a notebook": (
+        ["test", "11", "--notebook", "{tmp}/mine.ipynb"],
+        lambda t: (t / "mine.ipynb").write_text("print('hello')\n"),
+        ["{tmp}/mine.ipynb", "not a readable notebook"]),
+    "grade: submissions folder missing": (
+        ["grade", "11", "{tmp}/submissions", "--nbs", str(ROOT / "nbs"), "--course", "{tmp}/course"], None,
+        ["{tmp}/submissions", "no such folder", "expected SUBMISSIONS/<student>/<notebook>.ipynb"]),
+    "grade --course is a file": (
+        ["grade", "11", "{tmp}", "--course", "{tmp}/grades.csv"], lambda t: (t / "grades.csv").write_text(""),
+        ["--course {tmp}/grades.csv", "is a file, expected a folder"]),
+    "grade --shard 0/2": (
+        ["grade", "11", "{tmp}", "--shard", "0/2", "--course", "{tmp}/course"], None,
+        ["--shard '0/2'", "K must be between 1 and 2"]),
+    "grade-merge: shard CSV missing": (
+        ["grade-merge", "{tmp}/merged.csv", "{tmp}/shard1.csv"], None,
+        ["{tmp}/shard1.csv", "no such file", "expected a grades CSV"]),
+    "grade-merge: not a grades CSV": (
+        ["grade-merge", "{tmp}/merged.csv", "{tmp}/shard1.csv"],
+        lambda t: (t / "shard1.csv").write_text("name,score\nalice,3\n"),
+        ["{tmp}/shard1.csv", "columns ['name', 'score'] don't match"]),
+    "formgrade: folder never graded": (
+        ["formgrade", "{tmp}"], None,
+        ["{tmp} is not a graded course folder", "run `tinytorch grade"]),
+    "formgrade --port in use": (
+        ["formgrade", "{tmp}/course", "--port", "{port}"],
+        lambda t: _fake_graded_course(t / "course"),
+        ["port {port}", "in use", "pass another --port"]),
+    "grades: folder never graded": (
+        ["grades", "11", "--course", "{tmp}"], None,
+        ["{tmp} holds no grades for module 11", "run `tinytorch grade"]),
+    "grades: module not a number": (
+        ["grades", "embeddings", "--course", "{tmp}"], None,
+        ["'embeddings'", "a module is named by its number"]),
+    "docs --nbs missing": (
+        ["docs", "--nbs", "{tmp}/nowhere", "--out", "{tmp}/site"], None,
+        ["--nbs {tmp}/nowhere", "no such folder"]),
+    "docs --out holds other files": (
+        ["docs", "--out", "{tmp}/site"],
+        lambda t: ((t / "site").mkdir(), (t / "site" / "thesis.tex").write_text("mine")),
+        ["{tmp}/site", "is not an earlier docs build", "refusing to replace it"]),
+    "docs --out is a file": (
+        ["docs", "--out", "{tmp}/site.zip"], lambda t: (t / "site.zip").write_bytes(b"zip"),
+        ["--out {tmp}/site.zip", "is a file, expected a folder"]),
+    "metadata: no notebooks": (
+        ["metadata", "--nbs", "{tmp}"], None,
+        ["no course notebooks", "in {tmp}"]),
+    "metadata: a solution region never closed": (
+        ["metadata", "--nbs", "{tmp}"],
+        lambda t: (t / "01_broken.ipynb").write_text(_notebook(["def f():\n    ### BEGIN SOLUTION\n    return 1\n"])),
+        ["01_broken.ipynb", "'### BEGIN SOLUTION' is never closed"]),
+}
+
+
+def test_every_command_has_a_bad_input_case():
+    assert {case.split()[0].rstrip(":") for case in BAD_INPUTS} == set(COMMANDS)
+    assert set(COMMANDS) <= set(subprocess.run([TINYTORCH, "--help"], capture_output=True, text=True).stdout.split("{")[1]
+                                .split("}")[0].split(",")), "a command is missing from COMMANDS"
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_a_bad_input_is_one_line_and_exit_2(case, tmp_path, capsys, monkeypatch):
+    args, setup, words = BAD_INPUTS[case]
+    if setup:
+        setup(tmp_path)
+    monkeypatch.chdir(ROOT)                 # `docs` reads docs/conf.py from the working folder
+    with _busy_port() as busy:
+        fill = lambda s: s.replace("{tmp}", str(tmp_path)).replace("{port}", str(busy.getsockname()[1]))
+        before = sorted(tmp_path.rglob("*"))
+        code = main([fill(a) for a in args])
+        out, err = capsys.readouterr()
+        assert code == 2, (code, out, err)
+        assert err.endswith("\n") and err.count("\n") == 1, f"expected one line on stderr, got:\n{err}"
+        assert err.startswith(f"tinytorch {args[0]}: ") and "Traceback" not in err, err
+        for word in words:
+            assert fill(word) in err, (word, err)
+        assert out == "", out
+        assert sorted(tmp_path.rglob("*")) == before, "a refused command left files behind"
+
+
+# ------------------------------------------------------------------ bugs are not usage errors
+
+def _raise(error):
+    def broken(*args, **kwargs):
+        raise error
+    return broken
+
+
+BUGS = {   # command line, the course function a bug is planted in, the plain exception it raises
+    "demo": (["demo", "--steps", "5"], "tinytorch.core.char_model.train_char_model", RuntimeError("tensor shapes disagree")),
+    "release": (["release", "11"], "tinytorch.course.assignments.release", ValueError("bad cell index")),
+    "test": (["test", "11"], "tinytorch.course.assignments.find_notebook", FileNotFoundError("a lost temp file")),
+    "grade": (["grade", "11", "{tmp}"], "tinytorch.course.grading.grade", KeyError("grade_id")),
+    "grade-merge": (["grade-merge", "{tmp}/out.csv", "{tmp}/a.csv"], "tinytorch.course.shards.merge_grade_csvs",
+                    ValueError("could not convert string to float: ''")),
+    "formgrade": (["formgrade", "{tmp}"], "tinytorch.course.manual_grading.serve_formgrader", OSError("bad socket")),
+    "grades": (["grades", "11", "--course", "{tmp}"], "tinytorch.course.manual_grading.graded_assignment",
+               TypeError("unsupported operand")),
+    "docs": (["docs", "--out", "{tmp}/site"], "tinytorch.course.docs.build_docs", FileExistsError("_proc/docs")),
+    "metadata": (["metadata"], "tinytorch.course.assignments.sync_metadata", KeyError("cells")),
+}
+
+
+def test_every_command_has_a_bug_case():
+    assert set(BUGS) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", BUGS)
+def test_a_bug_is_not_caught(command, tmp_path, capsys, monkeypatch):
+    args, where, error = BUGS[command]
+    module, name = where.rsplit(".", 1)
+    monkeypatch.setattr(importlib.import_module(module), name, _raise(error))
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(type(error)) as raised:
+        main([a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert raised.value is error
+    assert capsys.readouterr().err == "", "the bug was reported as if it were the user's mistake"
+
+
+# ------------------------------------------------------------------ end to end, as a shell sees it
+
+def test_end_to_end_a_usage_error_is_exit_2_with_one_line(tmp_path):
+    out = subprocess.run([TINYTORCH, "grade-merge", "merged.csv", "shard1.csv"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert out.returncode == 2, out
+    assert out.stderr == ("tinytorch grade-merge: shard1.csv: no such file "
+                          "(expected a grades CSV written by tinytorch grade)\n"), out.stderr
+    assert out.stdout == "" and not (tmp_path / "merged.csv").exists()
+
+
+BUGGY_MERGE = """\
+import sys
+import tinytorch.course.shards as shards
+def merge_grade_csvs(out, inputs):
+    row = {'points': ''}
+    return float(row['points'])     # a bug: an empty cell read as a number
+shards.merge_grade_csvs = merge_grade_csvs
+from tinytorch.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_end_to_end_a_bug_is_exit_1_with_its_traceback(tmp_path):
+    script = tmp_path / "buggy_tinytorch.py"
+    script.write_text(BUGGY_MERGE)
+    out = subprocess.run([sys.executable, script, "grade-merge", "merged.csv", "shard1.csv"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 1, out
+    lines = out.stderr.strip().splitlines()
+    assert lines[0] == "Traceback (most recent call last):", out.stderr
+    assert "return float(row['points'])" in out.stderr and "in merge_grade_csvs" in out.stderr, out.stderr
+    assert lines[-1] == "ValueError: could not convert string to float: ''", out.stderr
+
+
+def test_usage_errors_keep_their_builtin_bases():
+    "Code that caught the built-in exceptions before keeps working."
+    from tinytorch.cli import DemoInputError
+    from tinytorch.course.assignments import MarkerError
+    from tinytorch.course.grading import SandboxUnavailable
+    from tinytorch.course.manual_grading import CourseNotGraded
+    for cls, builtin in ((DemoInputError, ValueError), (MarkerError, ValueError),
+                         (SandboxUnavailable, RuntimeError), (CourseNotGraded, FileNotFoundError)):
+        assert issubclass(cls, UsageError) and issubclass(cls, builtin), cls
