@@ -24,6 +24,7 @@ def threads(monkeypatch, request):
     "Run with `request.param` threads, splitting even tiny inputs (so the threaded code is what runs)."
     monkeypatch.setenv("TINYTORCH_NUM_THREADS", str(request.param))
     monkeypatch.setattr(P, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(K, "_FEW_ROWS", 0)               # and plans the scatter-add even for a few rows
     return request.param
 
 
@@ -96,8 +97,8 @@ def test_fresh_scatter_add_bits_property(num_rows, n, dim, seed, spread, threads
     ids = rng.integers(0, min(num_rows, spread), n) * max(1, num_rows // spread) % num_rows
     rows = rng.choice(np.array([-0.0, 0.0, 1.5, -1.5, 3e-39, 7.25], np.float32), (n, dim))
     rows[:, 0] += rng.standard_normal(n, dtype=np.float32)
-    old = os.environ.get("TINYTORCH_NUM_THREADS"), P.PARALLEL_MIN_BYTES
-    os.environ["TINYTORCH_NUM_THREADS"], P.PARALLEL_MIN_BYTES = threads, 1
+    old = os.environ.get("TINYTORCH_NUM_THREADS"), P.PARALLEL_MIN_BYTES, K._FEW_ROWS
+    os.environ["TINYTORCH_NUM_THREADS"], P.PARALLEL_MIN_BYTES, K._FEW_ROWS = threads, 1, 0
     try:
         out = add_rows_at(np.full((num_rows, dim), np.nan, np.float32), ids, rows, fresh=True)
     finally:
@@ -105,7 +106,7 @@ def test_fresh_scatter_add_bits_property(num_rows, n, dim, seed, spread, threads
             del os.environ["TINYTORCH_NUM_THREADS"]
         else:
             os.environ["TINYTORCH_NUM_THREADS"] = old[0]
-        P.PARALLEL_MIN_BYTES = old[1]
+        P.PARALLEL_MIN_BYTES, K._FEW_ROWS = old[1], old[2]
     np.testing.assert_array_equal(bits(out), bits(loop_reference(np.zeros((num_rows, dim), np.float32), ids, rows)))
 
 
@@ -123,6 +124,19 @@ def test_accumulating_scatter_add_into_a_nonzero_table(threads, heavy):
         np.testing.assert_array_equal(out, expected)
     untouched = np.setdiff1d(np.arange(400), ids)
     np.testing.assert_array_equal(out[untouched], base[untouched])
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_a_few_rows_are_added_without_a_plan_and_exactly(fresh, monkeypatch):
+    # up to _FEW_ROWS rows take np.add.at, in order: bit for bit a loop, heavy repeats and -0.0 included
+    planned = []
+    monkeypatch.setattr(K, "id_runs", lambda *a: planned.append(a) or pytest.fail("planned a few rows"))
+    ids = np.array([4, 1, 4, 4, 0] * 6)                                  # 30 rows
+    rows = np.random.default_rng(5).standard_normal((30, 3), dtype=np.float32)
+    rows[::5] = -0.0
+    base = np.zeros((6, 3), np.float32) if fresh else np.arange(18, dtype=np.float32).reshape(6, 3)
+    out = add_rows_at(np.full_like(base, np.nan) if fresh else base.copy(), ids, rows, fresh=fresh)
+    np.testing.assert_array_equal(bits(out), bits(loop_reference(base, ids, rows)))
 
 
 @settings(max_examples=40, deadline=None)
