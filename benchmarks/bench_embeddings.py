@@ -174,15 +174,10 @@ def same_bits(a, b):
     return a.shape == b.shape and np.array_equal(np.ascontiguousarray(a).view(np.uint32), np.ascontiguousarray(b).view(np.uint32))
 
 
-def bench_targets(name, vocab, dim, shape, hot_rounds, cold_rounds, use_torch):
-    """The three target operations in both regimes (see the module docstring); the same ids and output
-    gradient every call. Asserts that the dense gradients are bit-equal."""
-    rng = np.random.default_rng(0)
-    layer = Embedding(vocab, dim, seed=0)
-    table = layer.weight.data
-    ids = rng.integers(0, vocab, shape)
-    grad = rng.standard_normal(shape + (dim,), dtype=np.float32)
-
+def step_contenders(layer, ids, grad, use_torch):
+    """{operation: {"ours": fn, "torch": fn}} for the forward (no graph), forward + dense backward and
+    forward + sparse backward of `layer` on `ids` (torch on a copy of the same table), and a set-up
+    function that forgets both gradients."""
     def ours_forward():
         with no_grad():
             layer.forward(ids)
@@ -192,7 +187,7 @@ def bench_targets(name, vocab, dim, shape, hot_rounds, cold_rounds, use_torch):
 
     fns = {"forward": {"ours": ours_forward}, "fwd + dense bwd": {"ours": ours_step}, "fwd + sparse bwd": {"ours": ours_step}}
     if use_torch:
-        t_table, t_ids, t_grad = torch.from_numpy(table), torch.from_numpy(ids), torch.from_numpy(grad)
+        t_table, t_ids, t_grad = torch.from_numpy(layer.weight.data), torch.from_numpy(ids), torch.from_numpy(grad)
         tw = t_table.clone().requires_grad_(True)
 
         def torch_forward():
@@ -202,11 +197,22 @@ def bench_targets(name, vocab, dim, shape, hot_rounds, cold_rounds, use_torch):
         fns["fwd + dense bwd"]["torch"] = lambda: F.embedding(t_ids, tw).backward(t_grad)
         fns["fwd + sparse bwd"]["torch"] = lambda: F.embedding(t_ids, tw, sparse=True).backward(t_grad)
 
-    def forget_grads(who):
+    def forget_grads(who=None):
         layer.weight.grad = None
         if use_torch:
             tw.grad = None
+    forget_grads.torch_grad = lambda: tw.grad.numpy()
+    return fns, forget_grads
 
+
+def bench_targets(name, vocab, dim, shape, hot_rounds, cold_rounds, use_torch):
+    """The three target operations in both regimes (see the module docstring); the same ids and output
+    gradient every call. Asserts that the dense gradients are bit-equal."""
+    rng = np.random.default_rng(0)
+    layer = Embedding(vocab, dim, seed=0)
+    ids = rng.integers(0, vocab, shape)
+    grad = rng.standard_normal(shape + (dim,), dtype=np.float32)
+    fns, forget_grads = step_contenders(layer, ids, grad, use_torch)
     rows = []
     for op, contenders in fns.items():
         layer.sparse = op == "fwd + sparse bwd"
@@ -218,46 +224,23 @@ def bench_targets(name, vocab, dim, shape, hot_rounds, cold_rounds, use_torch):
                          "target": TARGETS[op], "met": None if ratio is None else ratio <= TARGETS[op],
                          "load": os.getloadavg()[0]})
     layer.sparse = False
-    forget_grads("both")
-    ours_step()
+    forget_grads()
+    for contender in fns["fwd + dense bwd"].values():
+        contender()
     if use_torch:
-        F.embedding(t_ids, tw).backward(t_grad)
-        assert same_bits(layer.weight.grad, tw.grad.numpy()), f"{name}: dense gradients differ from PyTorch's"
-    forget_grads("both")
+        assert same_bits(layer.weight.grad, forget_grads.torch_grad()), f"{name}: dense gradients differ from PyTorch's"
+    forget_grads()
     return rows
 
 
 def bench_fixed_cost(rounds, use_torch):
     """What one call costs when it has almost nothing to do (1 id), hot: forward on a 10k x 256 table,
     forward + dense backward on a 64 x 256 table (a big table's zero-fill would hide the fixed cost)."""
-    big, small = Embedding(10_000, 256, seed=0), Embedding(64, 256, seed=0)
     one, g1 = np.array([[7]]), np.ones((1, 1, 256), np.float32)
-
-    def ours_forward():
-        with no_grad():
-            big.forward(one)
-
-    def ours_step():
-        small.forward(one).backward(g1)
-
-    races = {"1 id: forward": {"ours": ours_forward}, "1 id: fwd + dense bwd": {"ours": ours_step}}
-    if use_torch:
-        t_big, t_one, t_g1 = torch.from_numpy(big.weight.data), torch.from_numpy(one), torch.from_numpy(g1)
-        t_small = torch.from_numpy(small.weight.data).clone().requires_grad_(True)
-
-        def torch_forward():
-            with torch.no_grad():
-                F.embedding(t_one, t_big)
-        races["1 id: forward"]["torch"] = torch_forward
-        races["1 id: fwd + dense bwd"]["torch"] = lambda: F.embedding(t_one, t_small).backward(t_g1)
-
-    def forget_grads(who):
-        small.weight.grad = None
-        if use_torch:
-            t_small.grad = None
-
+    big, _ = step_contenders(Embedding(10_000, 256, seed=0), one, g1, use_torch)
+    small, forget_grads = step_contenders(Embedding(64, 256, seed=0), one, g1, use_torch)
     rows = []
-    for op, fns in races.items():
+    for op, fns in (("1 id: forward", big["forward"]), ("1 id: fwd + dense bwd", small["fwd + dense bwd"])):
         t = race(fns, rounds, forget_grads)
         rows.append({"op": op, "rounds": rounds, "ours_us": 1e3 * t["ours"],
                      "torch_us": 1e3 * t["torch"] if use_torch else None, "load": os.getloadavg()[0]})
@@ -279,7 +262,8 @@ def print_targets(rows, fixed):
     missed = [f"{r['config']} {r['regime']} {r['op']} ({r['ratio']:.2f}x)" for r in rows if r["met"] is False]
     if any(r["met"] is not None for r in rows):
         print("all targets met" if not missed else f"MISSED {len(missed)} of {len(rows)}: " + "; ".join(missed))
-    print("dense gradients bit-equal to PyTorch's in every configuration" if rows and rows[0]["torch_ms"] is not None else "")
+    if rows and rows[0]["torch_ms"] is not None:
+        print("dense gradients bit-equal to PyTorch's in every configuration")
 
 
 def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
