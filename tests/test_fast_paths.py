@@ -87,6 +87,31 @@ def test_fresh_scatter_add_keeps_the_bits_of_a_loop_from_zeros(threads, num_rows
     np.testing.assert_array_equal(bits(out), bits(loop_reference(np.zeros((num_rows, 4), np.float32), ids, rows)))
 
 
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint32])
+def test_fresh_scatter_add_with_small_id_dtypes(threads, dtype, monkeypatch):
+    # the row-order fill builds sort keys from the ids: they must not overflow a small id dtype,
+    # even with many parts (30 here: the keys reach part 29 x 33 levels)
+    monkeypatch.setattr(K, "_FILL_CHUNK_BYTES", 1024)
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 120, 3000).astype(dtype)
+    rows = rng.standard_normal((3000, 3), dtype=np.float32)
+    out = add_rows_at(np.full((120, 3), np.nan, np.float32), ids, rows, fresh=True)
+    np.testing.assert_array_equal(bits(out), bits(loop_reference(np.zeros((120, 3), np.float32), ids.astype(np.int64), rows)))
+
+
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+@pytest.mark.parametrize("dtype", [np.float64, np.int32])
+def test_scatter_add_keeps_other_table_dtypes(threads, dtype):
+    rng = np.random.default_rng(4)
+    for num_rows in (50, 60_000):                                        # row-order fill, zero-and-scatter
+        ids = rng.integers(0, num_rows, 2000)
+        rows = rng.integers(-5, 5, (2000, 2)).astype(dtype)
+        out = add_rows_at(np.zeros((num_rows, 2), dtype), ids, rows, fresh=True)
+        assert out.dtype == dtype
+        np.testing.assert_array_equal(out, loop_reference(np.zeros((num_rows, 2), dtype), ids, rows))
+
+
 @settings(max_examples=60, deadline=None)
 @given(num_rows=st.integers(1, 200), n=st.integers(1, 600), dim=st.integers(1, 5), seed=st.integers(0, 2**16),
        spread=st.sampled_from([1, 2, 5, 1000]), threads=st.sampled_from(["1", "2", "3"]))

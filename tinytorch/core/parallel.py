@@ -38,7 +38,7 @@ def _cpu_now():
         try:
             import ctypes
             _pool['getcpu'] = ctypes.CDLL(None).sched_getcpu
-        except (OSError, AttributeError, ImportError):
+        except (OSError, AttributeError, ImportError, TypeError):     # no such C function (macOS, Windows)
             _pool['getcpu'] = None
     return _pool['getcpu']() if _pool['getcpu'] else None
 

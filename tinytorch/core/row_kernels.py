@@ -209,7 +209,7 @@ def _scatter_rows(out, rows, plan, lo, hi, fresh):
             e = min(c + chunk, b)
             staged = np.take(rows, sources[c:e], axis=0, out=buf[:e - c], mode='clip')
             if write:                       # the row is zero: write 0 + row (-0.0 becomes +0.0), don't add
-                out[dest[c:e]] = np.add(staged, np.float32(0), out=staged)
+                out[dest[c:e]] = np.add(staged, staged.dtype.type(0), out=staged)
             else:
                 out[dest[c:e]] += staged
     for row, start, count in plan.heavy:     # very frequent ids: one sum each, in occurrence order
@@ -233,7 +233,7 @@ def _fill_plan(ids: np.ndarray, runs: IdRuns, num_rows: int, part_rows: int) -> 
     id first and in the same order at every level: level l's rows line up with the first rows of level 0,
     so adding a level is one contiguous `np.add`."""
     order, starts, group, level = runs
-    sorted_ids = ids[order]
+    sorted_ids = ids[order].astype(np.intp, copy=False)      # the keys below overflow a small id dtype
     counts = np.diff(np.append(starts, ids.size))
     heavy = _heavy_ids(sorted_ids, starts, counts)
     light = np.flatnonzero(counts[group] <= HEAVY_REPEATS) if heavy else slice(None)
@@ -256,7 +256,7 @@ def _fill_part(out, rows, plan, part):
     staged[0] = 0
     np.take(rows, plan.src[a:e], axis=0, out=staged[1:], mode='clip')
     sums = staged[1:1 + b[at + 1] - a]                                  # first occurrences, most repeated first
-    np.add(sums, np.float32(0), out=sums)                               # 0 + row: -0.0 becomes +0.0, as in a loop
+    np.add(sums, sums.dtype.type(0), out=sums)                          # 0 + row: -0.0 becomes +0.0, as in a loop
     for lev in range(1, _LEVELS):
         s, t = b[at + lev] - a, b[at + lev + 1] - a
         if s == t:
