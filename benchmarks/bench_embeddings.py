@@ -1,9 +1,29 @@
 """Benchmark module 11's embedding fast paths against PyTorch (CPU), side by side in one run.
 
-Usage: python benchmarks/bench_embeddings.py [--repeats 25] [--configs 10k,50k,100k] [--no-torch]
+Usage: python benchmarks/bench_embeddings.py [--quick] [--repeats 25] [--hot-rounds 40] [--configs 10k,50k,100k]
+                                            [--no-torch] [--torch-huge-pages] [--no-details]
 
-For each configuration (vocab, dim, ids) it times, as medians of interleaved repeats (every round
-runs each contender once, in a new random order; each call gets a fresh batch of ids from a small pool):
+First, the targets, in two regimes, each a side-by-side race (every round runs ours and torch once,
+in a new random order, untimed set-up before each call; medians):
+  hot   a training loop's view: the same ids and output gradient every call, table and ids warm in
+        cache, nothing between the calls but the other framework's call
+  cold  a 256 MiB copy (untimed) right before every call: caches flushed, as after other work
+and three operations per configuration, each checked against its target (ours / torch <= 1.0):
+  forward             Embedding.forward incl. id validation, no graph  vs  F.embedding under no_grad
+  fwd + dense bwd     forward, then backward into a fresh dense (vocab, dim) gradient  vs  the same in torch
+  fwd + sparse bwd    the same with sparse=True: our lazy row-sparse gradient  vs  torch's uncoalesced COO
+plus the fixed cost of one call (1 id: forward on the 10k table; forward + dense backward on a
+64 x 256 table, so that no big zero table hides the fixed cost), hot, many rounds. The dense gradient
+is asserted bit-equal (float32 bit patterns) to torch's in every configuration. Each target prints
+PASS or MISS; the load average is printed at the start and the end (other work on the machine moves
+every number). --quick: fewer rounds and no details, for development.
+--torch-huge-pages sets THP_MEM_ALLOC_ENABLE=1 before torch loads: its allocator then asks for
+transparent huge pages as NumPy already does for large arrays (the stretch comparison).
+
+Then the details (skipped with --quick or --no-details):
+
+for each configuration (vocab, dim, ids), as medians of interleaved repeats (every round runs each
+contender once, in a new random order; each call gets a fresh batch of ids from a small pool):
   forward      Embedding.forward incl. id validation  vs  torch.nn.functional.embedding
   gather       gather_rows (checks the ids first) into a reused output  vs  torch.index_select(..., out=)
   validation   what checking the ids adds to the forward's lookup: lookup_rows (which checks the ids
@@ -58,12 +78,15 @@ from tinytorch.core.tensor import no_grad
 torch = F = None    # PyTorch is a reference peer, never a dependency: load_torch() imports it if present
 
 
-def load_torch(wait_policy=None):
-    "Import torch after setting OMP_WAIT_POLICY (its OpenMP runtime reads it once, at load). False if absent."
+def load_torch(wait_policy=None, huge_pages=False):
+    """Import torch after setting OMP_WAIT_POLICY (its OpenMP runtime reads it once, at load) and, with
+    `huge_pages`, THP_MEM_ALLOC_ENABLE=1 (its allocator reads it at load too). False if absent."""
     global torch, F
     if wait_policy:
         os.environ["OMP_WAIT_POLICY"] = wait_policy
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if huge_pages:
+        os.environ["THP_MEM_ALLOC_ENABLE"] = "1"
     try:
         import torch
         import torch.nn.functional as F
@@ -125,6 +148,122 @@ def copy_contenders():
 def side_by_side_bandwidth(t):
     "GB/s of the better copy timed in the same rounds (`t` holds their median ms)."
     return 2 * COPY["src"].nbytes / (min(t["copy, one thread"], t["copy, all threads"]) / 1e3) / 1e9
+
+
+TARGETS = {"forward": 1.0, "fwd + dense bwd": 1.0, "fwd + sparse bwd": 1.0}   # ours / torch at most
+
+
+def flush_caches():
+    "A 256 MiB copy (untimed): whatever the next call reads comes from memory again."
+    copy_contenders()
+    np.copyto(COPY["dst"], COPY["src"])
+
+
+def race(fns, rounds, setup=None, cold=False):
+    "Median ms of each of `fns`, one call each per round in a random order; `setup(name)` and, cold, a flush before every call."
+    def before(name):
+        if setup:
+            setup(name)
+        if cold:
+            flush_caches()
+    return interleaved(fns, rounds, setup=before)
+
+
+def same_bits(a, b):
+    "True if two float32 arrays hold the same bit patterns (tells -0.0 from +0.0)."
+    return a.shape == b.shape and np.array_equal(np.ascontiguousarray(a).view(np.uint32), np.ascontiguousarray(b).view(np.uint32))
+
+
+def step_contenders(layer, ids, grad, use_torch):
+    """{operation: {"ours": fn, "torch": fn}} for the forward (no graph), forward + dense backward and
+    forward + sparse backward of `layer` on `ids` (torch on a copy of the same table), and a set-up
+    function that forgets both gradients."""
+    def ours_forward():
+        with no_grad():
+            layer.forward(ids)
+
+    def ours_step():
+        layer.forward(ids).backward(grad)
+
+    fns = {"forward": {"ours": ours_forward}, "fwd + dense bwd": {"ours": ours_step}, "fwd + sparse bwd": {"ours": ours_step}}
+    if use_torch:
+        t_table, t_ids, t_grad = torch.from_numpy(layer.weight.data), torch.from_numpy(ids), torch.from_numpy(grad)
+        tw = t_table.clone().requires_grad_(True)
+
+        def torch_forward():
+            with torch.no_grad():
+                F.embedding(t_ids, t_table)
+        fns["forward"]["torch"] = torch_forward
+        fns["fwd + dense bwd"]["torch"] = lambda: F.embedding(t_ids, tw).backward(t_grad)
+        fns["fwd + sparse bwd"]["torch"] = lambda: F.embedding(t_ids, tw, sparse=True).backward(t_grad)
+
+    def forget_grads(who=None):
+        layer.weight.grad = None
+        if use_torch:
+            tw.grad = None
+    forget_grads.torch_grad = lambda: tw.grad.numpy()
+    return fns, forget_grads
+
+
+def bench_targets(name, vocab, dim, shape, hot_rounds, cold_rounds, use_torch):
+    """The three target operations in both regimes (see the module docstring); the same ids and output
+    gradient every call. Asserts that the dense gradients are bit-equal."""
+    rng = np.random.default_rng(0)
+    layer = Embedding(vocab, dim, seed=0)
+    ids = rng.integers(0, vocab, shape)
+    grad = rng.standard_normal(shape + (dim,), dtype=np.float32)
+    fns, forget_grads = step_contenders(layer, ids, grad, use_torch)
+    rows = []
+    for op, contenders in fns.items():
+        layer.sparse = op == "fwd + sparse bwd"
+        for regime, rounds in (("hot", hot_rounds), ("cold", cold_rounds)):
+            t = race(contenders, rounds, None if op == "forward" else forget_grads, cold=regime == "cold")
+            ratio = t["ours"] / t["torch"] if use_torch else None
+            rows.append({"config": name, "vocab": vocab, "dim": dim, "ids": list(shape), "regime": regime, "op": op,
+                         "rounds": rounds, "ours_ms": t["ours"], "torch_ms": t.get("torch"), "ratio": ratio,
+                         "target": TARGETS[op], "met": None if ratio is None else ratio <= TARGETS[op],
+                         "load": os.getloadavg()[0]})
+    layer.sparse = False
+    forget_grads()
+    for contender in fns["fwd + dense bwd"].values():
+        contender()
+    if use_torch:
+        assert same_bits(layer.weight.grad, forget_grads.torch_grad()), f"{name}: dense gradients differ from PyTorch's"
+    forget_grads()
+    return rows
+
+
+def bench_fixed_cost(rounds, use_torch):
+    """What one call costs when it has almost nothing to do (1 id), hot: forward on a 10k x 256 table,
+    forward + dense backward on a 64 x 256 table (a big table's zero-fill would hide the fixed cost)."""
+    one, g1 = np.array([[7]]), np.ones((1, 1, 256), np.float32)
+    big, _ = step_contenders(Embedding(10_000, 256, seed=0), one, g1, use_torch)
+    small, forget_grads = step_contenders(Embedding(64, 256, seed=0), one, g1, use_torch)
+    rows = []
+    for op, fns in (("1 id: forward", big["forward"]), ("1 id: fwd + dense bwd", small["fwd + dense bwd"])):
+        t = race(fns, rounds, forget_grads)
+        rows.append({"op": op, "rounds": rounds, "ours_us": 1e3 * t["ours"],
+                     "torch_us": 1e3 * t["torch"] if use_torch else None, "load": os.getloadavg()[0]})
+    return rows
+
+
+def print_targets(rows, fixed):
+    print(f"| {'config':<6} | {'regime':<6} | {'target operation':<17} | {'ours ms':>8} | {'torch ms':>8} | {'ratio':>6} | target | result | load")
+    print("|--------|--------|-------------------|----------|----------|--------|--------|--------|-----")
+    for r in rows:
+        torch_ms = f"{r['torch_ms']:8.3f}" if r["torch_ms"] is not None else f"{'-':>8}"
+        ratio = f"{r['ratio']:5.2f}x" if r["ratio"] is not None else f"{'-':>6}"
+        result = "-" if r["met"] is None else "PASS" if r["met"] else "MISS"
+        print(f"| {r['config']:<6} | {r['regime']:<6} | {r['op']:<17} | {r['ours_ms']:8.3f} | {torch_ms} | {ratio} | "
+              f"<= {r['target']:.1f} | {result:<6} | {r['load']:.2f}")
+    for r in fixed:
+        theirs = f"torch {r['torch_us']:.1f} us, ratio {r['ours_us'] / r['torch_us']:.2f}x" if r["torch_us"] else "torch -"
+        print(f"fixed cost, {r['op']}: ours {r['ours_us']:.1f} us, {theirs} (hot, median of {r['rounds']}, load {r['load']:.2f})")
+    missed = [f"{r['config']} {r['regime']} {r['op']} ({r['ratio']:.2f}x)" for r in rows if r["met"] is False]
+    if any(r["met"] is not None for r in rows):
+        print("all targets met" if not missed else f"MISSED {len(missed)} of {len(rows)}: " + "; ".join(missed))
+    if rows and rows[0]["torch_ms"] is not None:
+        print("dense gradients bit-equal to PyTorch's in every configuration")
 
 
 def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
@@ -276,26 +415,41 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=25, help="timed repeats per measurement (>= 20 for the README)")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, no details: for development")
+    parser.add_argument("--hot-rounds", type=int, default=None, help="rounds per hot target race (default 40; 15 with --quick)")
+    parser.add_argument("--cold-rounds", type=int, default=None, help="rounds per cold target race (default 25; 8 with --quick)")
+    parser.add_argument("--repeats", type=int, default=25, help="timed repeats per detail measurement (>= 20 for the README)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated subset of {list(CONFIGS)}")
     parser.add_argument("--no-torch", action="store_true", help="time ours only, even if PyTorch is installed")
+    parser.add_argument("--no-details", action="store_true", help="only the targets and the fixed cost")
+    parser.add_argument("--torch-huge-pages", action="store_true",
+                        help="THP_MEM_ALLOC_ENABLE=1 for torch's allocator (the stretch comparison)")
     parser.add_argument("--omp-wait-policy", metavar="POLICY", default=None,
                         help="OMP_WAIT_POLICY for torch's threads (default PASSIVE; see the module docstring)")
     parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/embeddings-<time>.json)")
     args = parser.parse_args()
+    hot_rounds = args.hot_rounds or (15 if args.quick else 40)
+    cold_rounds = args.cold_rounds or (8 if args.quick else 25)
     names = [c.strip() for c in args.configs.split(",") if c.strip()]
     unknown = [c for c in names if c not in CONFIGS]
-    if unknown or args.repeats < 1:
-        parser.error(f"unknown configs {unknown}" if unknown else "--repeats must be >= 1")
-    use_torch = not args.no_torch and load_torch(args.omp_wait_policy)
+    if unknown or min(args.repeats, hot_rounds, cold_rounds) < 1:
+        parser.error(f"unknown configs {unknown}" if unknown else "rounds and repeats must be >= 1")
+    use_torch = not args.no_torch and load_torch(args.omp_wait_policy, args.torch_huge_pages)
     if not use_torch:
         print("PyTorch not available (or --no-torch): printing our numbers only.\n")
+    load_start, started = os.getloadavg(), time.perf_counter()
 
     profiler = EmbeddingProfiler(repeats=20)
     bandwidth = profiler.measure_memory_bandwidth(size_mb=256)
-    rows = []
+    targets = []
     for name in names:
-        rows += bench_config(name, *CONFIGS[name], args.repeats, bandwidth, use_torch)
+        targets += bench_targets(name, *CONFIGS[name], hot_rounds, cold_rounds, use_torch)
+    fixed = bench_fixed_cost(10 * hot_rounds, use_torch)
+    rows = []
+    if not (args.quick or args.no_details):
+        for name in names:
+            rows += bench_config(name, *CONFIGS[name], args.repeats, bandwidth, use_torch)
+    load_end = os.getloadavg()
 
     env = {"python": platform.python_version(), "numpy": np.__version__,
            "torch": torch.__version__ if use_torch else None,
@@ -303,28 +457,35 @@ def main():
            "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
            "THP_MEM_ALLOC_ENABLE": os.environ.get("THP_MEM_ALLOC_ENABLE"),
            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
-           "copy_bandwidth_gb_s": bandwidth, **profiler.bandwidth_detail, "repeats": args.repeats}
+           "copy_bandwidth_gb_s": bandwidth, **profiler.bandwidth_detail, "repeats": args.repeats,
+           "hot_rounds": hot_rounds, "cold_rounds": cold_rounds, "load_start": load_start, "load_end": load_end,
+           "wall_s": time.perf_counter() - started}
     detail = profiler.bandwidth_detail
-    print(f"copy bandwidth (np.copyto, 256 MiB, read+write): {bandwidth:.1f} GB/s (one thread "
-          f"{detail['one_thread_gb_s']:.1f}, {detail['threads']} threads {detail['all_threads_gb_s']:.1f}); medians of {args.repeats} "
-          f"interleaved repeats; numpy {np.__version__}" + (f", torch {torch.__version__} "
-                                                            f"({torch.get_num_threads()} threads, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')})"
-                                                            if use_torch else ""))
-    header = f"| {'config':<6} | {'operation':<20} | {'ours ms':>8} | {'torch ms':>8} | {'ratio':>6} | {'GB/s':>5} | {'% roof':>6} | note"
-    print(header)
-    print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|---")
-    for r in rows:
-        torch_ms = f"{r['torch_ms']:8.3f}" if r["torch_ms"] is not None else f"{'-':>8}"
-        ratio = f"{r['ratio']:5.2f}x" if r["ratio"] is not None else f"{'-':>6}"
-        gbs = f"{r['gb_per_s']:5.1f}" if "gb_per_s" in r else f"{'':>5}"
-        roof = f"{100 * r['roofline_fraction']:5.0f}%" if "roofline_fraction" in r else f"{'':>6}"
-        print(f"| {r['config']:<6} | {r['op']:<20} | {r['ours_ms']:8.3f} | {torch_ms} | {ratio} | {gbs} | {roof} | {r['note']}")
+    torch_note = (f", torch {torch.__version__} ({torch.get_num_threads()} threads, OMP_WAIT_POLICY="
+                  f"{os.environ.get('OMP_WAIT_POLICY')}, THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')})"
+                  if use_torch else "")
+    print(f"numpy {np.__version__}{torch_note}; load average {load_start[0]:.2f} at the start, {load_end[0]:.2f} at the end")
+    print(f"\nTargets: medians of {hot_rounds} hot and {cold_rounds} cold rounds, ratio = ours / torch (lower is better)")
+    print_targets(targets, fixed)
+    if rows:
+        print(f"\nDetails (cold-ish: copy contenders in the same rounds). Copy bandwidth (np.copyto, 256 MiB, read+write): "
+              f"{bandwidth:.1f} GB/s (one thread {detail['one_thread_gb_s']:.1f}, {detail['threads']} threads "
+              f"{detail['all_threads_gb_s']:.1f}); medians of {args.repeats} interleaved repeats")
+        header = f"| {'config':<6} | {'operation':<20} | {'ours ms':>8} | {'torch ms':>8} | {'ratio':>6} | {'GB/s':>5} | {'% roof':>6} | note"
+        print(header)
+        print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|---")
+        for r in rows:
+            torch_ms = f"{r['torch_ms']:8.3f}" if r["torch_ms"] is not None else f"{'-':>8}"
+            ratio = f"{r['ratio']:5.2f}x" if r["ratio"] is not None else f"{'-':>6}"
+            gbs = f"{r['gb_per_s']:5.1f}" if "gb_per_s" in r else f"{'':>5}"
+            roof = f"{100 * r['roofline_fraction']:5.0f}%" if "roofline_fraction" in r else f"{'':>6}"
+            print(f"| {r['config']:<6} | {r['op']:<20} | {r['ours_ms']:8.3f} | {torch_ms} | {ratio} | {gbs} | {roof} | {r['note']}")
 
     out = Path(args.out) if args.out else (Path(__file__).parent / "results" /
                                           f"embeddings-{time.strftime('%Y%m%d-%H%M%S')}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"environment": env, "rows": rows}, indent=1))
-    print(f"\nwrote {out}")
+    out.write_text(json.dumps({"environment": env, "targets": targets, "fixed_cost": fixed, "rows": rows}, indent=1))
+    print(f"\nwrote {out} ({env['wall_s']:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ def threads(monkeypatch, request):
     "Run with `request.param` threads, splitting even tiny inputs (so the threaded code is what runs)."
     monkeypatch.setenv("TINYTORCH_NUM_THREADS", str(request.param))
     monkeypatch.setattr(P, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(K, "_FEW_ROWS", 0)               # and plans the scatter-add even for a few rows
     return request.param
 
 
@@ -67,6 +68,73 @@ def test_fresh_scatter_add_equals_the_loop_bit_for_bit(threads, num_rows, n, hea
     np.testing.assert_array_equal(scatter_add_rows(ids, rows, num_rows), out)
 
 
+def bits(a):
+    "The float32 bit patterns of `a`: tells -0.0 from +0.0 (and one NaN from another)."
+    return np.ascontiguousarray(a, np.float32).view(np.uint32)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3], indirect=True)
+@pytest.mark.parametrize("num_rows, n, heavy", [(9, 200, 0), (9, 200, 120), (2000, 3000, 0), (2000, 3000, 400),
+                                                (70_000, 4000, 0)])
+def test_fresh_scatter_add_keeps_the_bits_of_a_loop_from_zeros(threads, num_rows, n, heavy):
+    # 0 + (-0.0) is +0.0: a sum that starts from zeros never ends as -0.0, in both fresh paths
+    # (the table filled in row order when most rows are touched, zeroed and scattered otherwise)
+    rng = np.random.default_rng(num_rows + heavy)
+    ids, rows = random_case(rng, num_rows, n, 4, heavy)
+    rows[rng.random(rows.shape) < 0.3] = -0.0
+    rows[rng.random(n) < 0.2] = -0.0                           # whole rows of -0.0, some ids only those
+    out = add_rows_at(np.full((num_rows, 4), np.nan, np.float32), ids, rows, fresh=True)
+    np.testing.assert_array_equal(bits(out), bits(loop_reference(np.zeros((num_rows, 4), np.float32), ids, rows)))
+
+
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint32])
+def test_fresh_scatter_add_with_small_id_dtypes(threads, dtype, monkeypatch):
+    # the row-order fill builds sort keys from the ids: they must not overflow a small id dtype,
+    # even with many parts (30 here: the keys reach part 29 x 33 levels)
+    monkeypatch.setattr(K, "_FILL_CHUNK_BYTES", 1024)
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 120, 3000).astype(dtype)
+    rows = rng.standard_normal((3000, 3), dtype=np.float32)
+    out = add_rows_at(np.full((120, 3), np.nan, np.float32), ids, rows, fresh=True)
+    np.testing.assert_array_equal(bits(out), bits(loop_reference(np.zeros((120, 3), np.float32), ids.astype(np.int64), rows)))
+
+
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+@pytest.mark.parametrize("dtype", [np.float64, np.int32])
+def test_scatter_add_keeps_other_table_dtypes(threads, dtype):
+    rng = np.random.default_rng(4)
+    for num_rows in (50, 60_000):                                        # row-order fill, zero-and-scatter
+        ids = rng.integers(0, num_rows, 2000)
+        rows = rng.integers(-5, 5, (2000, 2)).astype(dtype)
+        out = add_rows_at(np.zeros((num_rows, 2), dtype), ids, rows, fresh=True)
+        assert out.dtype == dtype
+        np.testing.assert_array_equal(out, loop_reference(np.zeros((num_rows, 2), dtype), ids, rows))
+
+
+@settings(max_examples=60, deadline=None)
+@given(num_rows=st.integers(1, 200), n=st.integers(1, 600), dim=st.integers(1, 5), seed=st.integers(0, 2**16),
+       spread=st.sampled_from([1, 2, 5, 1000]), threads=st.sampled_from(["1", "2", "3"]))
+def test_fresh_scatter_add_bits_property(num_rows, n, dim, seed, spread, threads):
+    # few distinct ids (spread 1, 2, 5: many levels, heavy ids) or many; values with signed zeros and
+    # ties; every shape down to one row and one column; the threaded split forced even for tiny input
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, min(num_rows, spread), n) * max(1, num_rows // spread) % num_rows
+    rows = rng.choice(np.array([-0.0, 0.0, 1.5, -1.5, 3e-39, 7.25], np.float32), (n, dim))
+    rows[:, 0] += rng.standard_normal(n, dtype=np.float32)
+    old = os.environ.get("TINYTORCH_NUM_THREADS"), P.PARALLEL_MIN_BYTES, K._FEW_ROWS
+    os.environ["TINYTORCH_NUM_THREADS"], P.PARALLEL_MIN_BYTES, K._FEW_ROWS = threads, 1, 0
+    try:
+        out = add_rows_at(np.full((num_rows, dim), np.nan, np.float32), ids, rows, fresh=True)
+    finally:
+        if old[0] is None:
+            del os.environ["TINYTORCH_NUM_THREADS"]
+        else:
+            os.environ["TINYTORCH_NUM_THREADS"] = old[0]
+        P.PARALLEL_MIN_BYTES, K._FEW_ROWS = old[1], old[2]
+    np.testing.assert_array_equal(bits(out), bits(loop_reference(np.zeros((num_rows, dim), np.float32), ids, rows)))
+
+
 @pytest.mark.parametrize("threads", [1, 2], indirect=True)
 @pytest.mark.parametrize("heavy", [0, 300])
 def test_accumulating_scatter_add_into_a_nonzero_table(threads, heavy):
@@ -81,6 +149,19 @@ def test_accumulating_scatter_add_into_a_nonzero_table(threads, heavy):
         np.testing.assert_array_equal(out, expected)
     untouched = np.setdiff1d(np.arange(400), ids)
     np.testing.assert_array_equal(out[untouched], base[untouched])
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_a_few_rows_are_added_without_a_plan_and_exactly(fresh, monkeypatch):
+    # up to _FEW_ROWS rows take np.add.at, in order: bit for bit a loop, heavy repeats and -0.0 included
+    planned = []
+    monkeypatch.setattr(K, "id_runs", lambda *a: planned.append(a) or pytest.fail("planned a few rows"))
+    ids = np.array([4, 1, 4, 4, 0] * 6)                                  # 30 rows
+    rows = np.random.default_rng(5).standard_normal((30, 3), dtype=np.float32)
+    rows[::5] = -0.0
+    base = np.zeros((6, 3), np.float32) if fresh else np.arange(18, dtype=np.float32).reshape(6, 3)
+    out = add_rows_at(np.full_like(base, np.nan) if fresh else base.copy(), ids, rows, fresh=fresh)
+    np.testing.assert_array_equal(bits(out), bits(loop_reference(base, ids, rows)))
 
 
 @settings(max_examples=40, deadline=None)
@@ -225,6 +306,22 @@ def test_run_parallel_raises_only_after_running_tasks_finished(threads):
     with pytest.raises(RuntimeError, match="task 0 failed"):
         run_parallel(task, [(i,) for i in range(6)])
     assert finished == [1], f"returned before the running task ended, or started tasks after the error: {finished}"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs a CPU affinity API and two CPUs")
+@pytest.mark.parametrize("threads", [2], indirect=True)
+def test_helpers_keep_off_the_callers_cpu(threads, monkeypatch):
+    allowed = sorted(os.sched_getaffinity(0))
+    monkeypatch.setattr(P, "_pool", {})                  # fresh helpers, pinned only in this test's pool
+    monkeypatch.setattr(P, "_cpu_now", lambda: allowed[0])
+    barrier, seen = threading.Barrier(2, timeout=30), {}
+    def task(i):
+        _two_threads_meet(barrier, i)
+        seen[threading.get_ident()] = os.sched_getaffinity(0)
+    run_parallel(task, [(i,) for i in range(2)])
+    helper = [cpus for ident, cpus in seen.items() if ident != threading.get_ident()]
+    assert helper == [set(allowed[1:])], f"the helper may run on {helper}, the caller was on CPU {allowed[0]}"
 
 
 def _gather_in_child(queue):

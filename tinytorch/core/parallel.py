@@ -32,6 +32,16 @@ def worker_count() -> int:
     return _pool['cpus']
 
 # %% ../../nbs/11a_parallel.ipynb #run
+def _cpu_now():
+    "The C library's `sched_getcpu` (which CPU the calling thread runs on), or None where there is none."
+    if 'getcpu' not in _pool:
+        try:
+            import ctypes
+            _pool['getcpu'] = ctypes.CDLL(None).sched_getcpu
+        except (OSError, AttributeError, ImportError, TypeError):     # no such C function (macOS, Windows)
+            _pool['getcpu'] = None
+    return _pool['getcpu']() if _pool['getcpu'] else None
+
 class _Batch:
     "The tasks of one `run_parallel` call; every thread that joins in takes the next task until none is left."
     def __init__(self, fn, tasks):
@@ -40,6 +50,7 @@ class _Batch:
         self.lock, self.running, self.waiting = threading.Lock(), 0, False
         self.all_done = threading.Lock()
         self.all_done.acquire()                  # released by the last task to finish once the caller waits
+        self.caller_cpu = _cpu_now()
 
     def work(self):
         while True:
@@ -61,9 +72,23 @@ class _Batch:
                     if self.running == 0 and self.waiting:
                         self.all_done.release()
 
+def _keep_off(cpu: int, allowed: frozenset) -> bool:
+    "Let the calling thread run anywhere in `allowed` but on `cpu`; False if that is impossible."
+    try:
+        os.sched_setaffinity(0, allowed - {cpu})
+        return True
+    except (OSError, ValueError):
+        return False
+
 def _serve(batches: queue.SimpleQueue):
+    allowed = frozenset(os.sched_getaffinity(0)) if hasattr(os, 'sched_setaffinity') else frozenset()
+    kept_off = None
     while True:
-        batches.get().work()
+        batch = batches.get()
+        cpu = batch.caller_cpu
+        if cpu != kept_off and cpu in allowed and len(allowed) > 1 and _keep_off(cpu, allowed):
+            kept_off = cpu
+        batch.work()
 
 def _helpers(wanted: int) -> Tuple[queue.SimpleQueue, int]:
     "The queue that helper threads serve, and how many of the `wanted` are there (fewer if no thread may start)."

@@ -89,6 +89,11 @@ def by_level(positions: np.ndarray, level: np.ndarray) -> List[np.ndarray]:
     return np.split(positions, np.flatnonzero(np.diff(level[positions])) + 1)
 
 # %% ../../nbs/11b_row_kernels.ipynb #sum
+def _sum_in_order(block: np.ndarray) -> np.ndarray:
+    """The rows of `block` (m, dim) added one after the other, as a loop would. `sum(axis=0)` does
+    that when dim > 1; with dim 1 it would sum pairwise (other roundings), `accumulate` never does."""
+    return block.sum(axis=0) if block.shape[1] > 1 else np.add.accumulate(block, axis=0)[-1]
+
 def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray):
     """Distinct `ids` (sorted) and, for each, the sum of the `rows` at its occurrences.
 
@@ -104,7 +109,7 @@ def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray):
         counts = np.diff(np.append(starts, n))
         heavy = counts > HEAVY_REPEATS                      # many repeats: one sum per group
         for g in np.flatnonzero(heavy):
-            summed[g] = rows[order[starts[g]:starts[g] + counts[g]]].sum(axis=0)
+            summed[g] = _sum_in_order(rows[order[starts[g]:starts[g] + counts[g]]])
         for at in by_level(np.flatnonzero((level > 0) & ~heavy[group]), level):
             summed[group[at]] += rows[order[at]]            # distinct groups within a level: exact
     return ids[order[starts]], summed
@@ -154,11 +159,14 @@ def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
     every thread has stopped; the new array is dropped: nothing else was written."""
     ids = as_token_ids(ids, None)
     rows = np.empty(ids.shape + table.shape[1:], table.dtype)                 # (*ids.shape, dim)
+    if parts_for(ids.size, rows.nbytes) == 1:       # one thread: check, then one np.take
+        return np.take(table, as_token_ids(ids, table.shape[0]), axis=0, out=rows, mode='clip')
     _gather(table, ids, rows, first=lambda: as_token_ids(ids, table.shape[0]))   # raises for a bad id
     return rows
 
 # %% ../../nbs/11b_row_kernels.ipynb #add-rows
 _CHUNK_BYTES = 1 << 19      # rows staged through a buffer of this size stay in the core's cache
+_FILL_CHUNK_BYTES = 1 << 22 # a table filled in row order is cut in parts of about this many bytes of gradient rows
 
 class _ScatterPlan(NamedTuple):
     "Where every row of a scatter-add goes, worked out once from the ids and shared by the threads."
@@ -170,35 +178,29 @@ class _ScatterPlan(NamedTuple):
     rep_bounds: np.ndarray   # where each level's batch starts and ends in rep_*
     heavy: list              # (row, first sorted index, count) of each id repeated > HEAVY_REPEATS times
 
-def _scatter_plan(ids: np.ndarray, num_rows: int) -> _ScatterPlan:
-    order, starts, group, level = id_runs(ids, num_rows)
+def _heavy_ids(sorted_ids, starts, counts) -> list:
+    "(row, first sorted index, count) of each id repeated more than HEAVY_REPEATS times."
+    return [(int(sorted_ids[starts[g]]), int(starts[g]), int(counts[g])) for g in np.flatnonzero(counts > HEAVY_REPEATS)]
+
+def _scatter_plan(ids: np.ndarray, runs: IdRuns) -> _ScatterPlan:
+    order, starts, group, level = runs
     sorted_ids = ids[order]
     counts = np.diff(np.append(starts, ids.size))
     light = counts <= HEAVY_REPEATS
     reps = by_level(np.flatnonzero((level > 0) & light[group]), level)   # sorted indices, one batch per level
     rep = np.concatenate(reps)
     bounds = np.cumsum([0] + [len(b) for b in reps])
-    heavy = [(int(sorted_ids[starts[g]]), int(starts[g]), int(counts[g])) for g in np.flatnonzero(~light)]
     return _ScatterPlan(order, sorted_ids[starts[light]], order[starts[light]], sorted_ids[rep], order[rep],
-                        bounds, heavy)
+                        bounds, _heavy_ids(sorted_ids, starts, counts))
 
-def _scatter_rows(out, rows, plan, lo, hi, fresh, table_order):
+def _scatter_rows(out, rows, plan, lo, hi, fresh):
     "Apply the part of `plan` that lands in rows `[lo, hi)` of `out`, in occurrence order."
     chunk = max(1, _CHUNK_BYTES // (rows.shape[1] * rows.itemsize))
     a, b = np.searchsorted(plan.first_dest, [lo, hi])
-    if table_order:                        # most rows are touched: gather the table in row order
-        src = np.full(hi - lo, plan.order[0])                # untouched rows read any row, then get zeros
-        src[plan.first_dest[a:b] - lo] = plan.first_src[a:b]
-        untouched = np.ones(hi - lo, bool)
-        untouched[plan.first_dest[a:b] - lo] = False
-        for c in range(0, hi - lo, chunk):
-            e = min(c + chunk, hi - lo)
-            np.take(rows, src[c:e], axis=0, out=out[lo + c:lo + e], mode='clip')
-            out[lo + c + np.flatnonzero(untouched[c:e])] = 0
-    elif fresh:
+    if fresh:
         out[lo:hi] = 0
     buf = np.empty((chunk, rows.shape[1]), rows.dtype)                   # (chunk, dim)
-    batches = [] if table_order else [(plan.first_dest, plan.first_src, a, b, fresh)]
+    batches = [(plan.first_dest, plan.first_src, a, b, fresh)]
     for start, end in zip(plan.rep_bounds[:-1], plan.rep_bounds[1:]):
         lo_at, hi_at = start + np.searchsorted(plan.rep_dest[start:end], [lo, hi])
         batches.append((plan.rep_dest, plan.rep_src, lo_at, hi_at, False))
@@ -206,13 +208,69 @@ def _scatter_rows(out, rows, plan, lo, hi, fresh, table_order):
         for c in range(a, b, chunk):
             e = min(c + chunk, b)
             staged = np.take(rows, sources[c:e], axis=0, out=buf[:e - c], mode='clip')
-            if write:
-                out[dest[c:e]] = staged     # the row is zero: write, don't add
+            if write:                       # the row is zero: write 0 + row (-0.0 becomes +0.0), don't add
+                out[dest[c:e]] = np.add(staged, staged.dtype.type(0), out=staged)
             else:
                 out[dest[c:e]] += staged
     for row, start, count in plan.heavy:     # very frequent ids: one sum each, in occurrence order
         if lo <= row < hi:
-            out[row] += rows[plan.order[start:start + count]].sum(axis=0)   # a fresh row is zero by now
+            out[row] += _sum_in_order(rows[plan.order[start:start + count]])   # a fresh row is zero by now
+
+# %% ../../nbs/11b_row_kernels.ipynb #fill-rows
+_LEVELS = HEAVY_REPEATS + 1    # occurrence levels of an id that is not heavy: 0 .. HEAVY_REPEATS
+
+class _FillPlan(NamedTuple):
+    "How a fresh scatter-add fills the table part by part, each part's rows summed in a staging buffer."
+    part_rows: int           # table rows per part
+    src: np.ndarray          # (m,) positions of the light occurrences by part, then level, then most repeated id first
+    bounds: np.ndarray       # (parts * _LEVELS + 1,) where each (part, level) group starts in src
+    slot: np.ndarray         # (num_rows,) 1 + where a row's sum sits among its part's staged rows; 0: untouched
+    order: np.ndarray        # (n,) positions sorted by id (for the heavy ids)
+    heavy: list              # (row, first sorted index, count) of each heavy id
+
+def _fill_plan(ids: np.ndarray, runs: IdRuns, num_rows: int, part_rows: int) -> _FillPlan:
+    """Within a part, level l holds one row for every id that occurs more than l times, most repeated
+    id first and in the same order at every level: level l's rows line up with the first rows of level 0,
+    so adding a level is one contiguous `np.add`."""
+    order, starts, group, level = runs
+    sorted_ids = ids[order].astype(np.intp, copy=False)      # the keys below overflow a small id dtype
+    counts = np.diff(np.append(starts, ids.size))
+    heavy = _heavy_ids(sorted_ids, starts, counts)
+    light = np.flatnonzero(counts[group] <= HEAVY_REPEATS) if heavy else slice(None)
+    sorted_ids, level, count, src = sorted_ids[light], level[light], counts[group[light]], order[light]
+    num_parts = -(-num_rows // part_rows)
+    key = ((sorted_ids // part_rows) * _LEVELS + level) * _LEVELS + (HEAVY_REPEATS - count)
+    arranged = stable_order(key, num_parts * _LEVELS * _LEVELS)
+    bounds = np.searchsorted(key[arranged], np.arange(num_parts * _LEVELS + 1) * _LEVELS)
+    firsts = np.flatnonzero(level[arranged] == 0)
+    first_rows = sorted_ids[arranged[firsts]]
+    slot = np.zeros(num_rows, np.intp)
+    slot[first_rows] = 1 + firsts - bounds[(first_rows // part_rows) * _LEVELS]
+    return _FillPlan(part_rows, src[arranged], bounds, slot, order, heavy)
+
+def _fill_part(out, rows, plan, part):
+    "Fill rows `part * part_rows ...` of `out`: stage the part's rows, sum them level by level, gather in row order."
+    b, at = plan.bounds, part * _LEVELS
+    a, e = b[at], b[at + _LEVELS]
+    staged = np.empty((1 + e - a, rows.shape[1]), rows.dtype)            # (1 + m, dim), row 0 stays zero
+    staged[0] = 0
+    np.take(rows, plan.src[a:e], axis=0, out=staged[1:], mode='clip')
+    sums = staged[1:1 + b[at + 1] - a]                                  # first occurrences, most repeated first
+    np.add(sums, sums.dtype.type(0), out=sums)                          # 0 + row: -0.0 becomes +0.0, as in a loop
+    for lev in range(1, _LEVELS):
+        s, t = b[at + lev] - a, b[at + lev + 1] - a
+        if s == t:
+            break
+        np.add(sums[:t - s], staged[1 + s:1 + t], out=sums[:t - s])
+    lo = part * plan.part_rows
+    hi = min(lo + plan.part_rows, out.shape[0])
+    np.take(staged, plan.slot[lo:hi], axis=0, out=out[lo:hi], mode='clip')
+    for row, start, count in plan.heavy:     # very frequent ids: one sum each, in occurrence order
+        if lo <= row < hi:
+            out[row] += _sum_in_order(rows[plan.order[start:start + count]])   # the row is zero by now
+
+# %% ../../nbs/11b_row_kernels.ipynb #add-rows-api
+_FEW_ROWS = 32              # up to this many rows, np.add.at (~1.6 µs a row) beats any plan (~80 µs)
 
 def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False) -> np.ndarray:
     """`out[ids[j]] += rows[j]` for every j, duplicates included, in place; returns `out`.
@@ -232,14 +290,21 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
         if fresh:
             out.fill(0)
         return out
-    plan = _scatter_plan(ids, num_rows)
-    table_order = fresh and 4 * len(plan.first_dest) >= num_rows
+    if n <= _FEW_ROWS:      # sorting and planning would cost more than adding the rows one by one
+        if fresh:
+            out.fill(0)
+        np.add.at(out, ids, rows)                  # unbuffered, in index order: a plain loop
+        return out
+    runs = id_runs(ids, num_rows)
     parts = parts_for(n, rows.nbytes)
-    if table_order:
-        cuts = np.linspace(0, num_rows, parts + 1).astype(int)
-    else:               # equal shares of the ids
-        cuts = np.concatenate(([0], ids[plan.order[np.arange(1, parts) * n // parts]], [num_rows]))
-    run_parallel(_scatter_rows, [(out, rows, plan, cuts[t], cuts[t + 1], fresh, table_order) for t in range(parts)], parts)
+    if fresh and 4 * len(runs.starts) >= num_rows:      # most rows are touched: fill the table in row order
+        num_parts = max(parts, -(-rows.nbytes // _FILL_CHUNK_BYTES))
+        plan = _fill_plan(ids, runs, num_rows, -(-num_rows // num_parts))
+        run_parallel(_fill_part, [(out, rows, plan, p) for p in range(len(plan.bounds) // _LEVELS)], parts)
+        return out
+    plan = _scatter_plan(ids, runs)
+    cuts = np.concatenate(([0], ids[plan.order[np.arange(1, parts) * n // parts]], [num_rows]))   # equal shares of the ids
+    run_parallel(_scatter_rows, [(out, rows, plan, cuts[t], cuts[t + 1], fresh) for t in range(parts)], parts)
     return out
 
 def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int) -> np.ndarray:
