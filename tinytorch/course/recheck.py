@@ -147,7 +147,8 @@ _TOKEN = re.compile(r'^[0-9a-f]{32}$')
 
 def recheck_command(notebook, export, results, cell_timeout: int) -> list:
     "The command line of one re-check, run in a fresh Python; the grader passes the token on its stdin."
-    return [sys.executable, '-P', '-m', 'tinytorch.course.recheck', '--notebook', str(notebook),
+    safe_path = ['-P'] if sys.version_info >= (3, 11) else []     # older Pythons lack -P; the folder holds only our files
+    return [sys.executable, *safe_path, '-m', 'tinytorch.course.recheck', '--notebook', str(notebook),
             '--export', str(export), '--results', str(results), '--cell-timeout', str(cell_timeout)]
 
 def _parser() -> argparse.ArgumentParser:
