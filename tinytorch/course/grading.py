@@ -392,10 +392,10 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
         if unran:
             result.flags.append(f"graded cells that never ran: {unran}")
         result.autograded = autograded
+        tests = [p.grade_id for p in result.parts.values() if p.kind == 'test']
         try:
-            verdicts = recheck_submission(submission, setup.notebook, [p.grade_id for p in result.parts.values()
-                                                                       if p.kind == 'test'],
-                                          recheck_dir, setup.cell_timeout, setup.wall_seconds, uid, setup.sandbox)
+            verdicts = recheck_submission(submission, setup.notebook, tests, recheck_dir, setup.cell_timeout,
+                                          setup.wall_seconds, uid, setup.sandbox)
         except RecheckFailed as e:
             result.flags.append(str(e))
         else:

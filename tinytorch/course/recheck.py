@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .nbtests import NotebookRun
+from .nbtests import NotebookRun, NotebookTestError
 
 # %% auto #0
 __all__ = ['RESULTS_FORMAT', 'load_export', 'run_graded_cells', 'RecheckFailed', 'new_token', 'write_results', 'RecheckResult',
@@ -46,8 +46,11 @@ def load_export(module_name: str, path) -> object:
     return module
 
 # %% ../../nbs/93a_recheck.ipynb #run
-def _first_line(error: BaseException) -> str:
-    return (str(error).splitlines() or [type(error).__name__])[0][:300]
+def _verdict(error: BaseException) -> str:
+    "`Type: first line of its message` of what made a cell fail: the cell's own error, not the runner's wrapper."
+    if isinstance(error, NotebookTestError) and error.__cause__ is not None:
+        error = error.__cause__
+    return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"[:500]
 
 @contextlib.contextmanager
 def _cell_alarm(seconds: int):
@@ -76,7 +79,7 @@ def run_graded_cells(notebook, export, cell_timeout: int) -> dict:
     try:
         load_export(run.module_name, export)
     except BaseException as e:          # the student's code does not even import
-        return {'import_error': f"{type(e).__name__}: {e}"[:300], 'parts': {}}
+        return {'import_error': _verdict(e), 'parts': {}}
     parts = {}
     for cell in run.runnable_cells:
         if cell.points is None:
@@ -86,7 +89,7 @@ def run_graded_cells(notebook, export, cell_timeout: int) -> dict:
                 run.run_cell(cell)
             parts[cell.name] = None
         except BaseException as e:
-            parts[cell.name] = _first_line(e)
+            parts[cell.name] = _verdict(e)
     return {'import_error': None, 'parts': parts}
 
 # %% ../../nbs/93a_recheck.ipynb #results
@@ -116,6 +119,7 @@ class RecheckResult:
     errors: dict
 
     def passed(self, grade_id: str) -> bool:
+        "Did part `grade_id` pass the re-check?"
         return self.import_error is None and self.errors[grade_id] is None
 
 def _load_json(path: Path):
