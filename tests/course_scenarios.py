@@ -82,6 +82,14 @@ def build(release, source, paths):
         broken_sinusoid(solved), "init", "INIT_TYPES = ('uniform', 'normal', 'xavier')",
         "INIT_TYPES = ('uniform', 'normal', 'xavier')\n"
         "get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'])")
+    tests = [c["metadata"]["nbgrader"]["grade_id"] for c in source["cells"]
+             if c["cell_type"] == "code" and (c["metadata"].get("nbgrader") or {}).get("grade")]
+    fake = _FAKE_RESULTS.format(passed={gid: None for gid in tests})
+    subs["fake-marker"] = replace(edit(broken_sinusoid(solved), "as-ids", lambda s: s.replace(
+        "    ### END SOLUTION", "    ### END SOLUTION\n" + fake + _LAST_WORD)), "sinusoidal", "### BEGIN SOLUTION",
+        "### BEGIN SOLUTION\n    _say_passed()")
+    subs["forged-results"] = replace(broken_sinusoid(solved), "as-ids", "    ### END SOLUTION",
+                                     "    ### END SOLUTION\n" + fake + _FORGERY)
     subs["sigint-proof-loop"] = replace(
         solved, "sinusoidal", "### BEGIN SOLUTION",
         "### BEGIN SOLUTION\n    if max_seq_length == 50:\n        import signal\n"
@@ -134,6 +142,43 @@ for _target in ["gradebook.db", "../../../gradebook.db"]:
             _f.write("overwritten by a student")
     except OSError:
         pass
+'''
+
+
+# Results that say every test passed, printed by the student's code when it is imported and from inside a
+# test (through a function the tests call), in the old stdout marker and in the re-check's own JSON format.
+_FAKE_RESULTS = '''
+import json as _json, os as _os, sys as _sys
+_PASSED = {passed!r}
+_FAKE_MARKER = "@@RESULTS@@" + _json.dumps(_PASSED)
+_FAKE_RESULTS = _json.dumps({{"format": "tinytorch-recheck/1", "token": "0" * 32, "import_error": None, "parts": _PASSED}})
+def _say_passed():
+    print(_FAKE_MARKER)
+    print(_FAKE_RESULTS)
+    _sys.stdout.flush()
+    _os.write(1, (_FAKE_MARKER + "\\n" + _FAKE_RESULTS + "\\n").encode())   # past any capture of sys.stdout
+_say_passed()
+'''
+
+# ... and once more when the process ends, after whatever the grader's own code printed or wrote; in the
+# re-check (its command line names the results file) also over that file.
+_LAST_WORD = '''
+def _last_word():
+    _say_passed()
+    if "--results" in _sys.argv:
+        with open(_sys.argv[_sys.argv.index("--results") + 1], "w") as _f:
+            _f.write(_FAKE_RESULTS)
+import atexit as _atexit
+_atexit.register(_last_word)
+'''
+
+# ... or, in the re-check only, writes its results file first and ends the process before the re-check can.
+_FORGERY = '''
+if "--results" in _sys.argv:
+    with open(_sys.argv[_sys.argv.index("--results") + 1], "w") as _f:
+        _f.write(_FAKE_RESULTS)
+    _sys.stdout.flush()
+    _os._exit(0)
 '''
 
 

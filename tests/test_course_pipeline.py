@@ -94,6 +94,22 @@ def all_but(lost):
     return {gid: (0.0 if gid in lost else pts) for gid, pts in TESTS.items()}
 
 
+def _column(graded, student, column):
+    "part -> the value of `column` in the code parts' rows of `student`."
+    return {r["part"]: r[column] for r in graded["rows"] if r["student"] == student and r["kind"] == "test"}
+
+
+# The points to import (the CSV's score column) per scenario, summed over the code parts; None: every score
+# empty (the submission failed). Flagged parts count at the lower of nbgrader's and the re-check's points.
+NO_SINUSOID, NO_SCATTER = FULL - TESTS["test_sinusoidal_table"], FULL - TESTS["test_scatter_add_rows"]
+SCORES = {
+    "reference": FULL, "untouched": 0, "broken-sinusoid": NO_SINUSOID, "broken-backward": NO_SCATTER,
+    "test-edited-to-pass": NO_SINUSOID, "infinite-loop": NO_SINUSOID, "syntax-error": 0, "metadata-stripped": FULL,
+    "duplicated-cell": FULL, "skip-tag": NO_SINUSOID, "snoop": FULL, "input-transformer": 0,
+    "sigint-proof-loop": None, "fake-marker": NO_SINUSOID, "forged-results": 0,
+}
+
+
 # ------------------------------------------------------------------ metadata and release
 
 def test_committed_metadata_matches_markers():
@@ -210,6 +226,26 @@ def test_input_transformer_is_caught_by_the_second_channel(graded):
     assert {x["status"] for x in rows.values()} == {"flagged"}
 
 
+def test_fake_result_markers_change_nothing(graded):
+    # the student's code prints "every test passed" (the old stdout marker and the re-check's JSON) on import,
+    # from inside a test and at exit, and at exit overwrites the re-check's results file: graded as without it
+    for column in ("points", "second_channel_points", "status", "score"):
+        assert _column(graded, "fake-marker", column) == _column(graded, "broken-sinusoid", column), column
+    assert statuses(graded, "fake-marker") == {"graded"}
+    assert points(graded, "fake-marker") == all_but({"test_sinusoidal_table"})
+    assert not graded["results"]["fake-marker"].flags
+
+
+def test_forged_results_file_is_flagged_and_scores_nothing(graded):
+    # it writes the re-check's results file itself and ends the process: the file lacks the run's token
+    r = graded["results"]["forged-results"]
+    assert any("token" in f for f in r.flags), r.flags
+    assert statuses(graded, "forged-results") == {"flagged"}
+    assert points(graded, "forged-results") == all_but({"test_sinusoidal_table"})        # nbgrader's, honest
+    assert set(_column(graded, "forged-results", "second_channel_points").values()) == {""}
+    assert set(_column(graded, "forged-results", "score").values()) == {"0"}
+
+
 def test_sigint_proof_loop_is_killed_and_batch_goes_on(graded):
     r = graded["results"]["sigint-proof-loop"]
     assert r.failure and "wall-clock" in r.failure, r.failure
@@ -244,6 +280,33 @@ def test_snoop_reads_no_course_file_reaches_no_network_and_is_graded(graded):
     assert find_leaks(secret_lines(SOURCE), printed) == []         # no hidden test, no solution
 
 
+def test_score_column_is_what_to_import_for_every_scenario(graded):
+    assert set(SCORES) | {"vandal"} == set(graded["results"]), "a scenario without an expected score"
+    for student, expected in SCORES.items():
+        scores = _column(graded, student, "score")
+        if expected is None:
+            assert set(scores.values()) == {""}, (student, scores)
+        else:
+            assert sum(float(v) for v in scores.values()) == expected, (student, scores)
+    for row in graded["rows"]:                  # the rule, row by row, the vandal included
+        status, score = row["status"], row["score"]
+        if status == "graded":
+            assert score == row["points"], row
+        elif status == "flagged":
+            assert float(score) == min(float(row["points"]), float(row["second_channel_points"] or 0)), row
+        else:
+            assert status in ("needs manual grading", "failed") and score == "", row
+
+
+def test_reasons_are_one_short_sentence_and_the_log_has_every_flag(graded):
+    for row in graded["rows"]:
+        assert len(row["reason"]) <= 160 and "\n" not in row["reason"], row
+    log = (graded["course"] / "grades_11_embeddings.log").read_text()
+    for r in graded["results"].values():
+        for text in ([r.failure] if r.failure else r.flags):
+            assert text in log, (r.student, text)
+
+
 def test_master_gradebook_has_every_student(graded):
     from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{graded['course'] / 'gradebook.db'}", "tinytorch") as gb:
@@ -267,6 +330,7 @@ def test_jobs_1_gives_the_same_grades_as_jobs_2(graded, released, source, tmp_pa
     subs_dir = write_submissions(tmp_path / "submissions", released[0], source, students)
     results, csv_path = grade(11, subs_dir, NBS, tmp_path / "course", jobs=1, cell_timeout=CELL_TIMEOUT,
                               wall_seconds=WALL_SECONDS, log=lambda *a: None)
-    again = [(r["student"], r["part"], r["points"], r["status"]) for r in csv.DictReader(open(csv_path))]
-    first = [(r["student"], r["part"], r["points"], r["status"]) for r in graded["rows"] if r["student"] in students]
+    again = [(r["student"], r["part"], r["points"], r["status"], r["score"]) for r in csv.DictReader(open(csv_path))]
+    first = [(r["student"], r["part"], r["points"], r["status"], r["score"]) for r in graded["rows"]
+             if r["student"] in students]
     assert sorted(again) == sorted(first)

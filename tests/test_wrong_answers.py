@@ -3,14 +3,13 @@ part solved: the visible tests must take the points of the right part, with a me
 was expected and what came back.
 
 One release is built; each wrong attempt is then exported the way `tinytorch grade` exports a
-submission (its `#| export` cells become `tinytorch/core/embeddings.py` in a copy of the package) and
-the release's test cells run against it in a fresh process. One attempt also goes through the real
-`tinytorch test 11` command, which runs the whole notebook in a kernel.
+submission (its `#| export` cells, in one file) and re-checked the way `tinytorch grade` re-checks it
+(`tinytorch.course.recheck`): the release's test cells run against that file in a fresh process. One
+attempt also goes through the real `tinytorch test 11` command, which runs the whole notebook in a kernel.
 
 `--nbs-dir DIR` takes the lesson from DIR instead of nbs/ (to check another version of its tests).
 """
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +18,10 @@ import pytest
 
 pytest.importorskip("nbgrader")
 
-import tinytorch  # noqa: E402
 from course_scenarios import replace, solve  # noqa: E402
 from tinytorch.course.assignments import graded_parts, release  # noqa: E402
 from tinytorch.course.grading import exported_source  # noqa: E402
+from tinytorch.course.recheck import new_token, read_results, recheck_command  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = Path(sys.executable).parent / "tinytorch"
@@ -79,26 +78,6 @@ MISTAKES = {
         "test_token_position_embedding", ["multiplies the token rows by √8", "expected", "got"], set()),
 }
 
-DRIVER = r'''
-import importlib, json, sys
-sys.path.insert(0, sys.argv[1])
-from tinytorch.course.nbtests import NotebookRun
-run = NotebookRun(sys.argv[2])
-module = importlib.import_module(run.module_name)
-results = {}
-for cell in run.runnable_cells:
-    if cell.points is None:
-        continue
-    namespace = {k: v for k, v in vars(module).items() if not (k.startswith('__') and k.endswith('__'))}
-    try:
-        exec(compile(cell.source, cell.name, 'exec'), namespace)
-        results[cell.test_function] = None
-    except BaseException as e:
-        results[cell.test_function] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
-print("@@RESULTS@@" + json.dumps(results))
-'''
-
-
 @pytest.fixture(scope="module")
 def source_path(request):
     folder = request.config.getoption("--nbs-dir")
@@ -113,17 +92,17 @@ def solved(tmp_path_factory, source_path):
 
 
 def visible_results(nb: dict, workdir: Path) -> dict:
-    "grade_id -> None (passed) or 'Error: first line', from the notebook's test cells run against its own export."
-    package = workdir / "package"
-    shutil.copytree(Path(tinytorch.__file__).parent, package / "tinytorch", ignore=shutil.ignore_patterns("__pycache__"))
-    (package / "tinytorch" / "core" / "embeddings.py").write_text(exported_source(nb), encoding="utf-8")
+    "grade_id -> None (passed) or its error's first line: the notebook's test cells run against its own export."
+    (workdir / "student_export.py").write_text(exported_source(nb), encoding="utf-8")
     (workdir / "11_embeddings.ipynb").write_text(json.dumps(nb), encoding="utf-8")
-    (workdir / "driver.py").write_text(DRIVER)
-    out = subprocess.run([sys.executable, "driver.py", str(package), "11_embeddings.ipynb"], cwd=workdir,
-                         capture_output=True, text=True, timeout=300)
-    marker = [line for line in out.stdout.splitlines() if line.startswith("@@RESULTS@@")]
-    assert marker, out.stderr[-2000:]
-    return json.loads(marker[-1][len("@@RESULTS@@"):])
+    parts = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
+             if c["cell_type"] == "code" and (c["metadata"].get("nbgrader") or {}).get("grade")]
+    token = new_token()
+    run = subprocess.run(recheck_command("11_embeddings.ipynb", "student_export.py", "results.json", 120), cwd=workdir,
+                         input=token + "\n", capture_output=True, text=True, timeout=600)
+    result = read_results(workdir / "results.json", token, parts)
+    assert result.import_error is None, (result.import_error, run.stderr[-2000:])
+    return result.errors
 
 
 def mutate(solved: dict, name: str) -> dict:

@@ -24,12 +24,14 @@ from tinytorch.course.assignments import (
 )
 from .errors import BadInput, MissingInput, NotReady
 from .nbtests import _EXPORT_DIRECTIVES, parse_directives
+from .recheck import RecheckFailed, RecheckResult, new_token, read_results, recheck_command
 
 # %% auto #0
 __all__ = ['CSV_FIELDS', 'repair_submission', 'SandboxUnavailable', 'Sandbox', 'sandbox_problem', 'uid_layer', 'isolation_level',
-           'run_isolated', 'exported_source', 'second_channel', 'sanitize_for_feedback', 'StudentResult',
+           'run_isolated', 'exported_source', 'recheck_submission', 'sanitize_for_feedback', 'Part', 'StudentResult',
            'GradingSetup', 'empty_parts', 'grade_one', 'write_feedback', 'render_feedback', 'find_submissions',
-           'prepare', 'merge_into_gradebook', 'part_status', 'write_grades_csv', 'grade']
+           'prepare', 'merge_into_gradebook', 'part_status', 'import_score', 'write_grades_csv', 'write_grading_log',
+           'grade']
 
 # %% ../../nbs/93_grading.ipynb #check
 def _graded_ids(nb: dict) -> dict:
@@ -192,8 +194,8 @@ def _chown_tree(root: Path, uid: int, gid: int):
         os.chown(path, uid, gid, follow_symlinks=False)
 
 def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None,
-                 sandbox: Sandbox | None) -> subprocess.CompletedProcess:
-    "Run `args` in `workdir` with a wall-clock limit: in `sandbox` (as `uid` when given), or unsandboxed."
+                 sandbox: Sandbox | None, stdin: str | None = None) -> subprocess.CompletedProcess:
+    "Run `args` in `workdir` with a wall-clock limit, `stdin` as its input: in `sandbox` (as `uid` when given), or unsandboxed."
     env = tool_env()
     home = workdir / '.home'
     home.mkdir(exist_ok=True)
@@ -210,7 +212,7 @@ def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None
         _chown_tree(workdir, uid, uid)
     try:
         return subprocess.run(prefix + limit + list(map(str, args)), cwd=workdir, env=env, capture_output=True,
-                              text=True, timeout=wall_seconds + 30)
+                              text=True, input=stdin, timeout=wall_seconds + 30)
     except subprocess.TimeoutExpired as e:
         return subprocess.CompletedProcess(e.cmd, -9, e.stdout or '', (e.stderr or '') + '\nkilled by the outer limit')
     finally:
@@ -227,50 +229,26 @@ def exported_source(nb: dict) -> str:
             parts.append('\n'.join(l for l in src.splitlines() if not l.startswith('#|')))
     return '# exported from a student submission by tinytorch grade\n\n' + '\n\n'.join(parts) + '\n'
 
-_SECOND_CHANNEL_DRIVER = r'''
-import json, signal, sys
-sys.path.insert(0, sys.argv[1])
-from tinytorch.course.nbtests import NotebookRun
-run = NotebookRun(sys.argv[2])
-limit = int(sys.argv[3])
-try:
-    __import__(run.module_name)
-except BaseException as e:      # the student's exported code does not even import
-    print("@@RESULTS@@" + json.dumps({"__import__": f"{type(e).__name__}: {e}"[:300]}))
-    sys.exit(0)
-def _alarm(*_): raise TimeoutError(f"cell exceeded {limit} s")
-signal.signal(signal.SIGALRM, _alarm)
-results = {}
-for cell in run.runnable_cells:
-    if cell.points is None:
-        continue
-    signal.alarm(limit)
-    try:
-        run.run_cell(cell); results[cell.test_function] = None
-    except BaseException as e:
-        results[cell.test_function] = str(e).splitlines()[0][:300]
-    finally:
-        signal.alarm(0)
-print("@@RESULTS@@" + json.dumps(results))
-'''
+def _killed(returncode: int) -> bool:
+    return returncode in (-9, 124, 137)
 
-def second_channel(submission: dict, source_nb: Path, module: str, workdir: Path,
-                   cell_timeout: int, wall_seconds: float, uid: int | None, sandbox: Sandbox | None) -> dict:
-    "grade_id -> None (passed) or an error line, from the source's test cells run against the student's export."
-    import tinytorch
-    root = workdir / 'package'
-    shutil.copytree(Path(tinytorch.__file__).parent, root / 'tinytorch', ignore=shutil.ignore_patterns('__pycache__'))
-    target = root / 'tinytorch' / Path(*module.split('.')).with_suffix('.py')
-    target.write_text(exported_source(submission), encoding='utf-8')
+def recheck_submission(submission: dict, source_nb: Path, test_parts: list, workdir: Path, cell_timeout: int,
+                       wall_seconds: float, uid: int | None, sandbox: Sandbox | None) -> RecheckResult:
+    "The re-check's verdicts on `test_parts`: `source_nb`'s test cells run against the student's export, isolated."
+    export, results, token = workdir / 'student_export.py', workdir / 'recheck.json', new_token()
+    export.write_text(exported_source(submission), encoding='utf-8')
     shutil.copy(source_nb, workdir / source_nb.name)
-    (workdir / 'driver.py').write_text(_SECOND_CHANNEL_DRIVER)
-    result = run_isolated([sys.executable, 'driver.py', root, source_nb.name, cell_timeout],
-                          workdir, wall_seconds, uid, sandbox)
-    marker = [l for l in result.stdout.splitlines() if l.startswith('@@RESULTS@@')]
-    if not marker:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ['no output']
-        raise RuntimeError(f"second channel did not finish (exit {result.returncode}): {tail[0][:200]}")
-    return json.loads(marker[-1][len('@@RESULTS@@'):])
+    run = run_isolated(recheck_command(source_nb.name, export.name, results.name, cell_timeout),
+                       workdir, wall_seconds, uid, sandbox, stdin=token + '\n')
+    try:
+        return read_results(results, token, test_parts)
+    except RecheckFailed as e:
+        if _killed(run.returncode):
+            raise RecheckFailed(f"the re-check exceeded the {wall_seconds:.0f} s wall-clock limit and was killed") from None
+        if run.returncode == 0:
+            raise
+        tail = (run.stderr.strip().splitlines() or ['no error output'])[-1][:200]
+        raise RecheckFailed(f"{e} (exit {run.returncode}: {tail})") from None
 
 # %% ../../nbs/93_grading.ipynb #feedback
 def sanitize_for_feedback(nb: dict) -> dict:
@@ -287,9 +265,19 @@ def sanitize_for_feedback(nb: dict) -> dict:
 
 # %% ../../nbs/93_grading.ipynb #one
 @dataclass
+class Part:
+    "One graded cell of the assignment, and what each grading gave it."
+    grade_id: str
+    kind: str                       # 'test': code graded by its test cell; 'answer': written, graded by hand
+    max_points: float
+    points: float = 0.0             # nbgrader's
+    needs_manual: bool = False
+    recheck: float | None = None    # the re-check's points; None: it gave none
+
+@dataclass
 class StudentResult:
     student: str
-    parts: dict = field(default_factory=dict)      # grade_id -> dict(points, max_points, kind, needs_manual, second)
+    parts: dict = field(default_factory=dict)      # grade_id -> Part, in the notebook's order
     flags: list = field(default_factory=list)
     failure: str | None = None
     seconds: float = 0.0
@@ -299,9 +287,9 @@ class StudentResult:
     sandboxed: bool = True                         # False: graded with --no-sandbox
 
     @property
-    def points(self) -> float: return sum(p['points'] or 0 for p in self.parts.values())
+    def points(self) -> float: return sum(p.points or 0 for p in self.parts.values())
     @property
-    def max_points(self) -> float: return sum(p['max_points'] for p in self.parts.values())
+    def max_points(self) -> float: return sum(p.max_points for p in self.parts.values())
 
 @dataclass
 class GradingSetup:
@@ -338,11 +326,33 @@ def _unran_graded_cells(autograded: Path) -> list:
             and c.get('execution_count') is None]
 
 def empty_parts(source: dict) -> dict:
-    "Every graded part of `source` at 0 points."
-    return {gid: {'points': 0.0, 'max_points': float(c['metadata']['nbgrader']['points']),
-                  'kind': 'answer' if c['cell_type'] == 'markdown' else 'test',
-                  'needs_manual': c['cell_type'] == 'markdown', 'second': None}
+    "grade_id -> `Part` at 0 points, for every graded part of `source`."
+    return {gid: Part(gid, 'answer' if c['cell_type'] == 'markdown' else 'test',
+                      float(c['metadata']['nbgrader']['points']), needs_manual=c['cell_type'] == 'markdown')
             for gid, c in _expected_parts(source).items()}
+
+def _read_submission(path: Path) -> dict:
+    "The submission as a notebook dict; RuntimeError when it is not one."
+    try:
+        nb = json.loads(path.read_text(encoding='utf-8'))
+    except (OSError, UnicodeDecodeError, ValueError):
+        nb = None
+    if not isinstance(nb, dict) or not isinstance(nb.get('cells'), list):
+        raise RuntimeError(f"{path.name} is not a readable notebook")
+    return nb
+
+def _apply_recheck(result: StudentResult, verdicts: RecheckResult):
+    "Record the re-check's points on each code part, and flag where it disagrees with nbgrader."
+    tests = [p for p in result.parts.values() if p.kind == 'test']
+    for part in tests:
+        part.recheck = part.max_points if verdicts.passed(part.grade_id) else 0.0
+    if verdicts.import_error:
+        result.flags.append(f"the student's exported code does not import outside the notebook "
+                            f"({verdicts.import_error}); the re-check scores it 0")
+        return
+    disagree = [p.grade_id for p in tests if p.recheck != p.points]
+    if disagree:
+        result.flags.append(f"the re-check outside the student's kernel disagrees with nbgrader on {disagree}")
 
 def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, slot: int = 0) -> StudentResult:
     "Check, grade (twice) and post-check one student's submission in a private temporary copy."
@@ -357,14 +367,9 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
     try:
         if submission_path is None or not submission_path.exists():
             raise RuntimeError(f"no submission found (expected {setup.notebook.name})")
-        try:
-            submission = json.loads(submission_path.read_text(encoding='utf-8'))
-            assert isinstance(submission.get('cells'), list)
-        except Exception:
-            raise RuntimeError(f"{submission_path.name} is not a readable notebook") from None
-        submission, result.flags = repair_submission(submission, source)
-        nbgrader_dir, second_dir = work / 'nbgrader', work / 'second'
-        nbgrader_dir.mkdir(); second_dir.mkdir()
+        submission, result.flags = repair_submission(_read_submission(submission_path), source)
+        nbgrader_dir, recheck_dir = work / 'nbgrader', work / 'recheck'
+        nbgrader_dir.mkdir(); recheck_dir.mkdir()
         shutil.copy(setup.template / 'nbgrader_config.py', nbgrader_dir)
         shutil.copy(setup.template / 'gradebook.db', nbgrader_dir)
         target = nbgrader_dir / 'submitted' / student / setup.assignment / setup.notebook.name
@@ -372,7 +377,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
         target.write_text(json.dumps(submission), encoding='utf-8')
         run = run_isolated([sys.executable, '-m', 'nbgrader', 'autograde', setup.assignment, '--student', student,
                             f'--CourseDirectory.root={nbgrader_dir}'], nbgrader_dir, setup.wall_seconds, uid, setup.sandbox)
-        if run.returncode in (-9, 124, 137):
+        if _killed(run.returncode):
             raise RuntimeError(f"grading exceeded the {setup.wall_seconds:.0f} s wall-clock limit and was killed")
         autograded = nbgrader_dir / 'autograded' / student / setup.assignment / setup.notebook.name
         if run.returncode != 0 or not autograded.exists():
@@ -383,33 +388,24 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
             result.flags.append(f"nbgrader graded {sorted(grades)} instead of {sorted(expected)}")
         for gid, g in grades.items():
             if gid in result.parts:
-                result.parts[gid].update(points=g['points'] or 0.0, needs_manual=g['needs_manual'])
+                result.parts[gid].points, result.parts[gid].needs_manual = g['points'] or 0.0, g['needs_manual']
         unran = _unran_graded_cells(autograded)
         if unran:
             result.flags.append(f"graded cells that never ran: {unran}")
         result.autograded = autograded
+        tests = [p.grade_id for p in result.parts.values() if p.kind == 'test']
         try:
-            verdicts = second_channel(submission, setup.notebook, setup.module, second_dir,
-                                      setup.cell_timeout, setup.wall_seconds, uid, setup.sandbox)
-            import_error = verdicts.pop('__import__', None)
-            if import_error:
-                verdicts = {gid: import_error for gid, p in result.parts.items() if p['kind'] == 'test'}
-                result.flags.append(f"the student's exported code does not import outside the notebook "
-                                    f"({import_error}); the out-of-kernel re-run scores it 0")
-            for gid, error in verdicts.items():
-                if gid in result.parts:
-                    result.parts[gid]['second'] = 0.0 if error else result.parts[gid]['max_points']
-            disagree = [gid for gid, p in result.parts.items()
-                        if p['kind'] == 'test' and p['second'] is not None and p['second'] != p['points']]
-            if disagree and not import_error:
-                result.flags.append(f"the out-of-kernel re-run disagrees with nbgrader on {disagree}")
-        except RuntimeError as e:
+            verdicts = recheck_submission(submission, setup.notebook, tests, recheck_dir, setup.cell_timeout,
+                                          setup.wall_seconds, uid, setup.sandbox)
+        except RecheckFailed as e:
             result.flags.append(str(e))
+        else:
+            _apply_recheck(result, verdicts)
         return result
     except Exception as e:
         result.failure = str(e)
         for p in result.parts.values():
-            p['points'] = 0.0
+            p.points = 0.0
         return result
     finally:
         result.seconds = time.perf_counter() - start
@@ -421,10 +417,10 @@ def write_feedback(result: StudentResult, assignment: str, dest: Path) -> Path:
     rows = ['| part | points | status |', '|---|---|---|']
     for gid, p in result.parts.items():
         status, _ = part_status(result, p)
-        shown = '–' if status == 'needs manual grading' else f"{p['points']:g}"
-        rows.append(f"| `{gid}` | {shown} / {p['max_points']:g} | {status} |")
+        shown = '–' if status == 'needs manual grading' else f"{p.points:g}"
+        rows.append(f"| `{gid}` | {shown} / {p.max_points:g} | {status} |")
     header = (f"# Feedback: {assignment}, {result.student}\n\n**Autograded: {result.points:g} / "
-              f"{sum(p['max_points'] for p in result.parts.values() if p['kind'] == 'test'):g} points.** "
+              f"{sum(p.max_points for p in result.parts.values() if p.kind == 'test'):g} points.** "
               "Written answers are graded by your instructor.\n\n" + '\n'.join(rows))
     return render_feedback(nb, header, dest)
 
@@ -508,26 +504,47 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
                 part = result.parts.get(g.name)
                 if part is None:
                     continue
-                g.auto_score = None if (part['kind'] == 'answer' and not result.failure) else part['points']
-                g.needs_manual_grade = part['kind'] == 'answer' and not result.failure
+                g.auto_score = None if (part.kind == 'answer' and not result.failure) else part.points
+                g.needs_manual_grade = part.kind == 'answer' and not result.failure
         gb.db.commit()
 
-def part_status(result: StudentResult, part: dict) -> tuple:
-    "(status, reason) of one part: failed, needs manual grading, flagged or graded; the reason says if unsandboxed."
+def _sentence(text: str, limit: int = 120) -> str:
+    "The first clause of `text` (up to '; ' or a line break), at most `limit` characters."
+    first = text.split('\n')[0].split('; ')[0].strip()
+    return first if len(first) <= limit else first[:limit - 1].rsplit(' ', 1)[0] + ' …'
+
+def part_status(result: StudentResult, part: Part) -> tuple:
+    """(status, reason) of one part: failed, needs manual grading, flagged or graded. The reason is one short
+    sentence (the whole story is in the grading log); it also says when the part was graded without a sandbox."""
     if result.failure:
-        status, reason = 'failed', result.failure
-    elif part['kind'] == 'answer':
+        status, reason = 'failed', _sentence(result.failure)
+    elif part.kind == 'answer':
         status, reason = 'needs manual grading', 'written answer'
     elif result.flags:
-        status, reason = 'flagged', '; '.join(result.flags)
+        more = len(result.flags) - 1
+        status, reason = 'flagged', _sentence(result.flags[0]) + (f" (and {more} more in the grading log)" if more else '')
     else:
         status, reason = 'graded', ''
     if not result.sandboxed:
         reason = '; '.join(filter(None, [reason, _NO_SANDBOX]))
     return status, reason
 
-# `assignment` came last, so readers of the first eight columns by position keep working
-CSV_FIELDS = ['student', 'part', 'kind', 'points', 'max_points', 'second_channel_points', 'status', 'reason', 'assignment']
+def import_score(status: str, points: float | None, recheck: float | None) -> float | None:
+    """The points to import into a gradebook: nbgrader's for a `graded` part; for a `flagged` one the lower of
+    nbgrader's and the re-check's (0 when the re-check gave none) until an instructor decides; None (nothing to
+    import yet) for `needs manual grading` and `failed`."""
+    if status == 'graded':
+        return points
+    if status == 'flagged':
+        return min(points, 0.0 if recheck is None else recheck)
+    return None
+
+def _number(value: float | None) -> str:
+    return '' if value is None else f"{value:g}"
+
+# New columns go last: readers of the earlier columns by position keep working.
+CSV_FIELDS = ['student', 'part', 'kind', 'points', 'max_points', 'second_channel_points', 'status', 'reason',
+              'assignment', 'score']
 
 def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
     "One row per student and part, students in the order of `results`, parts in the notebook's order."
@@ -537,11 +554,23 @@ def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
         for r in results:
             for gid, p in r.parts.items():
                 status, reason = part_status(r, p)
-                w.writerow({'student': r.student, 'part': gid, 'kind': p['kind'],
-                            'points': '' if status == 'needs manual grading' else f"{p['points']:g}",
-                            'max_points': f"{p['max_points']:g}",
-                            'second_channel_points': '' if p['second'] is None else f"{p['second']:g}",
-                            'status': status, 'reason': reason, 'assignment': assignment})
+                points = None if status == 'needs manual grading' else p.points
+                w.writerow({'student': r.student, 'part': gid, 'kind': p.kind, 'points': _number(points),
+                            'max_points': _number(p.max_points), 'second_channel_points': _number(p.recheck),
+                            'status': status, 'reason': reason, 'assignment': assignment,
+                            'score': _number(import_score(status, points, p.recheck))})
+    return path
+
+def write_grading_log(results: list, path: Path, assignment: str) -> Path:
+    "Every failure and flag in full, per student: what the grades CSV's one-sentence reasons stand for."
+    lines = [f"tinytorch grade: {assignment}, {len(results)} submission(s)", '']
+    for r in results:
+        if r.failure or r.flags:
+            lines.append(f"{r.student}: {'failed' if r.failure else 'flagged'}")
+            lines += [f"  - {text}" for text in ([r.failure] if r.failure else r.flags)]
+    if len(lines) == 2:
+        lines.append('every submission was graded cleanly')
+    path.write_text('\n'.join(lines) + '\n', encoding='utf-8')
     return path
 
 def _collect(setup: GradingSetup, course_dir: Path, result: StudentResult, hidden: set):
@@ -668,5 +697,6 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
     finally:                                   # also when grading stops early
         shutil.rmtree(setup.work_root, ignore_errors=True)
     csv_path = write_grades_csv(results, course_dir / f'grades_{setup.assignment}.csv', setup.assignment)
-    log(f"grades: {csv_path}")
+    log_path = write_grading_log(results, course_dir / f'grades_{setup.assignment}.log', setup.assignment)
+    log(f"grades: {csv_path} (import the score column; every flag in full: {log_path.name})")
     return results, csv_path

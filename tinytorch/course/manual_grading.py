@@ -195,9 +195,8 @@ def final_points(row: dict, score: dict | None) -> tuple:
     if row['kind'] == 'answer':
         return None, 'to grade'
     auto = (score['auto'] or 0) + (score['extra'] or 0)
-    second = row['second_channel_points']
-    if row['status'] == 'flagged' and second != '' and float(second) < auto:
-        return float(second), 'to confirm'
+    if row['status'] == 'flagged' and float(row['score'] or 0) < auto:     # the grader's safer score for it
+        return float(row['score'] or 0), 'to confirm'
     return auto, 'autograded'
 
 # %% ../../nbs/96_manual_grading.ipynb #table

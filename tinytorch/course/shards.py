@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import BadInput, MissingInput
-from .grading import CSV_FIELDS
+from .grading import CSV_FIELDS, import_score
 
 # %% auto #0
 __all__ = ['parse_shard', 'shard_of', 'select_shard', 'read_grades_csv', 'merge_grade_csvs']
@@ -48,8 +48,22 @@ def select_shard(submissions: list, shard) -> list:
     return [item for item in submissions if shard_of(item[0], n) == k]
 
 # %% ../../nbs/95_shards.ipynb #read
+_BEFORE_SCORE = CSV_FIELDS[:CSV_FIELDS.index('score')]      # the columns of a CSV written before `score` existed
+
+def _number(text: str, where: str) -> float | None:
+    try:
+        return float(text) if text != '' else None
+    except ValueError:
+        raise BadInput(f"{where}: {text!r} is not a number of points") from None
+
+def _with_score(row: dict, where: str) -> dict:
+    "A row of a CSV written before the `score` column, with the score the grader writes today."
+    score = import_score(row['status'], _number(row['points'], where), _number(row['second_channel_points'], where))
+    return {**row, 'score': '' if score is None else f"{score:g}"}
+
 def read_grades_csv(path) -> list:
-    "The rows of one grades CSV as dicts; MissingInput or BadInput naming the file when it isn't one."
+    """The rows of one grades CSV as dicts (a CSV from before the `score` column gets its scores filled in);
+    MissingInput or BadInput naming the file when it isn't one."""
     path = Path(path)
     if not path.exists():
         raise MissingInput(f"{path}: no such file (expected a grades CSV written by tinytorch grade)")
@@ -58,13 +72,18 @@ def read_grades_csv(path) -> list:
             lines = list(csv.reader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise BadInput(f"{path}: can't be read as a grades CSV ({type(e).__name__}: {e})") from None
-    if not lines or lines[0] != CSV_FIELDS:
-        found = lines[0] if lines else 'an empty file'
-        raise BadInput(f"{path}: columns {found} don't match the grades CSV's {CSV_FIELDS}")
+    header = lines[0] if lines else None
+    if header not in (CSV_FIELDS, _BEFORE_SCORE):
+        missing = [c for c in CSV_FIELDS if c not in (header or [])]
+        raise BadInput(f"{path}: columns {header or 'an empty file'} don't match the grades CSV's {CSV_FIELDS}"
+                         + (f" (missing: {', '.join(missing)})" if header and missing else ''))
     for number, line in enumerate(lines[1:], start=1):
-        if len(line) != len(CSV_FIELDS):
-            raise BadInput(f"{path}: row {number} has {len(line)} fields, expected {len(CSV_FIELDS)}")
-    return [dict(zip(CSV_FIELDS, line)) for line in lines[1:]]
+        if len(line) != len(header):
+            raise BadInput(f"{path}: row {number} has {len(line)} fields, expected {len(header)}")
+    rows = [dict(zip(header, line)) for line in lines[1:]]
+    if header == CSV_FIELDS:
+        return rows
+    return [_with_score(row, f"{path} row {number}") for number, row in enumerate(rows, start=1)]
 
 # %% ../../nbs/95_shards.ipynb #merge
 def _same(seen: dict, key, value, where, message):
