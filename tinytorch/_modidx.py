@@ -166,6 +166,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                           'tinytorch/core/profiling.py'),
                                           'tinytorch.core.profiling.EmbeddingProfiler.__init__': ( 'profiling.html#embeddingprofiler.__init__',
                                                                                                    'tinytorch/core/profiling.py'),
+                                          'tinytorch.core.profiling.EmbeddingProfiler._time': ( 'profiling.html#embeddingprofiler._time',
+                                                                                                'tinytorch/core/profiling.py'),
                                           'tinytorch.core.profiling.EmbeddingProfiler.analyze_memory_scaling': ( 'profiling.html#embeddingprofiler.analyze_memory_scaling',
                                                                                                                  'tinytorch/core/profiling.py'),
                                           'tinytorch.core.profiling.EmbeddingProfiler.compare_positional_encodings': ( 'profiling.html#embeddingprofiler.compare_positional_encodings',
