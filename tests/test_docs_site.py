@@ -290,6 +290,26 @@ def test_embeddings_page_shows_heatmap_and_api(site, server, browser):
     page.close()
 
 
+def _fig_alts(notebook):
+    "The `#| fig-alt` texts of a notebook's cells, in order."
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return [m.group(1).strip() for c in cells for m in [re.search(r"^#\|\s*fig-alt:\s*(.+)$", _source(c), re.M)] if m]
+
+
+def test_each_figure_has_the_alt_text_its_notebook_gives(site, server, browser):
+    viewer = _Page(browser, server)
+    seen = 0
+    for page_file in sorted((site["dir"] / "modules").glob("*.html")):
+        expected = _fig_alts(NBS / (page_file.stem + ".ipynb"))
+        page = viewer.open(f"modules/{page_file.name}")
+        figures = page.eval_on_selector_all("div.cell_output img", "els => els.map(e => e.alt)")
+        assert figures == expected, f"{page_file.name}: figures' alt text {figures} != the notebook's #| fig-alt {expected}"
+        seen += len(figures)
+    assert seen >= 6, f"only {seen} figures on the module pages"
+    assert not viewer.problems, "\n".join(viewer.problems)
+    viewer.page.close()
+
+
 def _search(viewer, query):
     page = viewer.open("search.html?q=" + urllib.parse.quote(query))
     page.wait_for_function(

@@ -25,10 +25,9 @@ from .assignments import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION
 from .nbtests import _EXPORT_DIRECTIVES, parse_directives, read_notebook
 
 # %% auto #0
-__all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'FIGURE_KEY', 'FIGURE_NOTES', 'read_nb', 'course_notebooks', 'signature_text',
-           'api_markdown', 'documented_names', 'link_targets', 'linkify', 'prepare_notebook', 'execute_notebook',
-           'figure_alt', 'publish_notebook', 'api_reference', 'site_text_views', 'site_secrets', 'check_site',
-           'build_docs']
+__all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'read_nb', 'course_notebooks', 'signature_text', 'api_markdown', 'documented_names',
+           'link_targets', 'linkify', 'prepare_notebook', 'execute_notebook', 'publish_notebook', 'api_reference',
+           'site_text_views', 'site_secrets', 'check_site', 'build_docs']
 
 # %% ../../nbs/94_docs.ipynb #find
 def read_nb(path) -> dict:
@@ -167,30 +166,6 @@ def linkify(text: str, targets: dict) -> str:
 # %% ../../nbs/94_docs.ipynb #prepare
 ANSWER_PLACEHOLDER = '*Your answer goes here in the assignment.*'
 DOCS_KEY = 'tinytorch_docs'   # cell metadata: the cell's role in the staged copy
-FIGURE_KEY = 'tinytorch_figure'
-
-_FIGURE_HOOK = '''\
-def _tinytorch_docs_describe_figures():
-    import matplotlib_inline.backend_inline as backend
-    original = backend._fetch_figure_metadata
-    def describe(fig):
-        meta = dict(original(fig) or {})
-        axes = []
-        for ax in fig.axes:
-            if not (ax.get_title() or ax.get_xlabel() or ax.get_ylabel()):
-                continue  # a colorbar
-            kind = 'heatmap' if ax.images else 'line chart' if ax.lines else 'bar chart' if ax.patches else 'chart'
-            axes.append({'kind': kind, 'title': ax.get_title(), 'xlabel': ax.get_xlabel(), 'ylabel': ax.get_ylabel(),
-                         'lines': [l.get_label() for l in ax.lines if not l.get_label().startswith('_')]})
-        suptitle = fig._suptitle.get_text() if getattr(fig, '_suptitle', None) else ''
-        meta[%r] = {'suptitle': suptitle, 'axes': axes}
-        return meta
-    backend._fetch_figure_metadata = describe
-_tinytorch_docs_describe_figures()
-del _tinytorch_docs_describe_figures''' % FIGURE_KEY
-
-_PLOTS = re.compile(r'plot|matplotlib|plt\.|imshow')
-
 def prepare_notebook(nb: dict) -> dict:
     "A copy of a source notebook, ready to execute for the site (see above). Each cell's role is kept in its metadata."
     nb = copy.deepcopy(nb)
@@ -209,10 +184,6 @@ def prepare_notebook(nb: dict) -> dict:
             if directives.get('eval', '').strip().lower() == 'false':
                 meta.setdefault('tags', []).append('skip-execution')
         cells.append(cell)
-    if any(c['cell_type'] == 'code' and _PLOTS.search(_source(c)) for c in cells):   # importing matplotlib takes ~1 s
-        hook = {'cell_type': 'code', 'id': 'tinytorch-docs-figure-hook', 'execution_count': None, 'outputs': [],
-                'metadata': {DOCS_KEY: {'role': 'setup'}}, 'source': _FIGURE_HOOK}
-        cells = [hook] + cells
     nb['cells'] = cells
     return nb
 
@@ -230,29 +201,17 @@ def execute_notebook(nb: dict, cwd, timeout: int = 600) -> dict:
     return json.loads(nbformat.writes(node))
 
 # %% ../../nbs/94_docs.ipynb #publish
-FIGURE_NOTES = {
-    'Sinusoidal positional encoding': 'Low dimensions (bottom rows) oscillate quickly along the positions, '
-                                      'high dimensions barely change, so each position gets a distinct column of values.',
-    'A few sine columns': 'The lower the dimension, the shorter the wavelength of its sine wave.',
-    'Embedding memory grows': 'Memory grows linearly with the vocabulary size, and the lines are steeper for larger dimensions.',
-    'Lookups are bandwidth-bound': 'Each point is the bytes per second a lookup moved at one batch size; the dashed '
-                                   'line is the copy bandwidth measured on this machine, the roofline for a lookup.',
-}
+_IMAGES = ('image/png', 'image/jpeg', 'image/svg+xml', 'image/gif')
 
-def figure_alt(info: dict) -> str:
-    "Alt text for one figure from the description the figure helper recorded."
-    sentences = []
-    for ax in info.get('axes', []):
-        what = ax['kind'].capitalize() + (f" '{ax['title']}'" if ax['title'] else '')
-        if ax['ylabel'] or ax['xlabel']:
-            what += f": {ax['ylabel'] or 'values'} against {ax['xlabel'] or 'index'}"
-        if ax['lines']:
-            what += '; lines: ' + ', '.join(ax['lines'])
-        sentences.append(what + '.')
-        note = next((v for k, v in FIGURE_NOTES.items() if ax['title'].startswith(k)), None)
-        if note: sentences.append(note)
-    if info.get('suptitle'): sentences.insert(0, info['suptitle'] + '.')
-    return ' '.join(sentences) or 'Figure.'
+def _figure_alt(cell: dict, directives: dict, module: str) -> str | None:
+    "The cell's `#| fig-alt` when its outputs hold an image (None when they don't); an image without one is an error."
+    if not any(mime in output.get('data', {}) for output in cell.get('outputs', []) for mime in _IMAGES):
+        return None
+    alt = str(directives.get('fig-alt', '')).strip()
+    if not alt:
+        raise ValueError(f"cell {cell.get('id')!r} of the tinytorch.{module} notebook shows a figure but has no "
+                         "'#| fig-alt: ...' line: add one that says what the figure shows")
+    return alt
 
 def _strip_directives(source: str) -> str:
     lines = source.splitlines()
@@ -292,16 +251,12 @@ def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict
         else:
             cell['source'] = _strip_directives(_source(cell))
         if str(directives.get('output', '')).lower() == 'false': cell['outputs'] = []
-        alts = []
         for output in cell.get('outputs', []):
             if output.get('output_type') == 'error':
                 output['traceback'] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
-            figure = output.get('metadata', {}).pop(FIGURE_KEY, None)
-            if 'image/png' in output.get('data', {}) or 'image/svg+xml' in output.get('data', {}):
-                alts.append(figure_alt(figure or {}))
-        if alts:
-            alt = str(directives['fig-alt']) if directives.get('fig-alt') else ' '.join(alts)
-            cell['metadata']['mystnb'] = {'image': {'alt': alt}}
+        alt = _figure_alt(cell, directives, module)
+        if alt:
+            cell['metadata']['mystnb'] = {'image': {'alt': alt}}    # MyST-NB's cell-level image options
         out.append(cell)
     nb['cells'] = out
     nb['metadata'] = {k: v for k, v in nb.get('metadata', {}).items() if k in ('kernelspec', 'language_info')}
