@@ -145,6 +145,11 @@ def test_api_reference_lists_every_exported_name(site):
         page = api if m.group(1).startswith("core.") else internals
         for name in module.__all__:
             assert f'id="{module.__name__}.{name}"' in page, f"{module.__name__}.{name} has no API entry"
+    # docstrings are rendered by autodoc, and a backticked exported name in one links to its entry
+    entry = api[api.index('id="tinytorch.core.parallel.run_parallel"'):]
+    entry = entry[:entry.index("</dd>")]
+    assert 'href="#tinytorch.core.parallel.worker_count"' in entry, "run_parallel's docstring does not link `worker_count()`"
+    assert "``" not in html.unescape(re.sub(r"<[^>]+>", "", entry)), "a docstring's code was not rendered as code"
 
 
 def test_only_html_is_published(site):

@@ -25,9 +25,10 @@ from .assignments import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION
 from .nbtests import _EXPORT_DIRECTIVES, parse_directives, read_notebook
 
 # %% auto #0
-__all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'read_nb', 'course_notebooks', 'signature_text', 'api_markdown', 'documented_names',
-           'link_targets', 'linkify', 'prepare_notebook', 'execute_notebook', 'publish_notebook', 'api_reference',
-           'site_text_views', 'site_secrets', 'check_site', 'build_docs']
+__all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'LINK_TARGETS_FILE', 'read_nb', 'course_notebooks', 'api_markdown',
+           'documented_names', 'link_targets', 'linkify', 'rst_docstring', 'autodoc_docstring', 'prepare_notebook',
+           'execute_notebook', 'publish_notebook', 'api_reference', 'site_text_views', 'site_secrets', 'check_site',
+           'build_docs']
 
 # %% ../../nbs/94_docs.ipynb #find
 def read_nb(path) -> dict:
@@ -44,40 +45,13 @@ def course_notebooks(nbs_dir='nbs', prefix: str | None = 'core.') -> list:
     return found
 
 # %% ../../nbs/94_docs.ipynb #api
-class _Shown(str):
-    "A string whose repr is itself: how annotations and defaults appear in a signature."
-    def __repr__(self): return str(self)
-
-def _shown_annotation(a):
-    if a is inspect.Parameter.empty or a is inspect.Signature.empty: return a
-    if isinstance(a, str):
-        return _Shown(a[1:-1] if len(a) > 1 and a[0] == a[-1] and a[0] in '\'"' else a)
-    return _Shown(inspect.formatannotation(a))
-
-def _shown_default(v):
-    if v is inspect.Parameter.empty: return v
-    r = repr(v)
-    return _Shown('...' if r.startswith('<') or len(r) > 60 else r)
-
-def signature_text(obj, drop_first: bool = False) -> str:
-    "`(a: int, b: str = 'x') -> float` for `obj`; '' when Python can't tell."
-    try:
-        sig = inspect.signature(obj)
-    except (TypeError, ValueError):
-        return ''
-    params = list(sig.parameters.values())
-    if drop_first and params and params[0].kind in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
-        params = params[1:]
-    params = [p.replace(annotation=_shown_annotation(p.annotation), default=_shown_default(p.default)) for p in params]
-    return str(sig.replace(parameters=params, return_annotation=_shown_annotation(sig.return_annotation)))
-
-def _fence(kind: str, head: str, options: dict, body: str, ticks: int) -> str:
-    lines = ['`' * ticks + '{' + kind + '} ' + head]
-    lines += [f':{k}:' + (f' {v}' if v is not True else '') for k, v in options.items()]
-    return '\n'.join(lines) + '\n\n' + body.strip() + '\n' + '`' * ticks + '\n'
+def _autodoc_block(kind: str, target: str, options: dict) -> str:
+    "A MyST `{eval-rst}` block holding one autodoc directive: autodoc writes reST, so it must run inside reST."
+    lines = [f'.. {kind}:: {target}'] + [f'   :{k}:' + (f' {v}' if v is not True else '') for k, v in options.items()]
+    return '```{eval-rst}\n' + '\n'.join(lines) + '\n```\n'
 
 def _members(cls) -> list:
-    "Public methods and properties that `cls` itself defines, in definition order."
+    "Public methods and properties that `cls` itself defines, in definition order: what autodoc's `:members:` shows."
     out = []
     for name, value in vars(cls).items():
         if name.startswith('_'): continue
@@ -87,36 +61,21 @@ def _members(cls) -> list:
         elif inspect.isfunction(value): out.append((name, 'method', value))
     return out
 
-def api_markdown(obj, name: str, module: str, index: bool = True, linkify=None) -> str:
-    """MyST markdown documenting `obj` (function, class with its public members, or constant) as `module.name`.
+def _autodoc_kind(obj) -> str:
+    if inspect.isclass(obj): return 'autoexception' if issubclass(obj, BaseException) else 'autoclass'
+    return 'autofunction' if callable(obj) else 'autodata'
 
-    `index=False` adds `:no-index:` (for a second description of the same object); `linkify`
-    (text -> text) is applied to docstrings."""
-    link = linkify or (lambda text: text)
-    doc = lambda o: link(inspect.getdoc(o) or '')
-    opts = {'module': module}
-    if not index: opts['no-index'] = True
-    if inspect.isclass(obj):
-        kind = 'py:exception' if issubclass(obj, BaseException) else 'py:class'
-        sig = '' if kind == 'py:exception' else signature_text(obj)
-        parts = [doc(obj)]
-        for mname, mkind, member in _members(obj):
-            mopts = {} if index else {'no-index': True}
-            if mkind == 'property':
-                ann = member.fget and inspect.signature(member.fget).return_annotation
-                if ann not in (None, inspect.Signature.empty): mopts['type'] = str(_shown_annotation(ann))
-                parts.append(_fence('py:property', mname, mopts, link(inspect.getdoc(member) or ''), 4))
-            else:
-                if mkind in ('staticmethod', 'classmethod'): mopts[mkind] = True
-                msig = signature_text(member, drop_first=mkind != 'staticmethod')
-                parts.append(_fence('py:method', mname + msig, mopts, doc(member), 4))
-        return _fence(kind, name + sig, opts, '\n\n'.join(p for p in parts if p), 5)
-    if callable(obj):
-        return _fence('py:function', name + signature_text(obj), opts, doc(obj), 5)
-    value = repr(obj)
-    # a double-quoted YAML string: MyST reads directive options as YAML
-    opts['value'] = json.dumps(value if len(value) <= 80 else value[:77] + '...')
-    return _fence('py:data', name, opts, '', 5)
+def api_markdown(obj, name: str, module: str, index: bool = True) -> str:
+    """A MyST block asking Sphinx autodoc to document `obj` (function, class with its public members,
+    exception or constant) as `module.name`; `index=False` adds `:no-index:` (a second description of it)."""
+    kind, opts = _autodoc_kind(obj), {}
+    if kind in ('autoclass', 'autoexception'):
+        opts.update({'members': True, 'undoc-members': True})
+    if kind == 'autodata' and len(repr(obj)) > 80:
+        opts['no-value'] = True
+    if not index:
+        opts['no-index'] = True
+    return _autodoc_block(kind, f'{module}.{name}', opts)
 
 # %% ../../nbs/94_docs.ipynb #names
 def documented_names(source: str) -> list:
@@ -162,6 +121,43 @@ def linkify(text: str, targets: dict) -> str:
         out.append(_INLINE_CODE.sub(lambda mm: (f'{{py:obj}}`{mm.group(1)}{mm.group(2) or ""} <{targets[mm.group(1)]}>`'
                                                 if mm.group(1) in targets else mm.group(0)), line))
     return '\n'.join(out)
+
+_RST_CODE = re.compile(r'``.+?``|`([^`\n]+)`')
+_LIST_ITEM = re.compile(r'\s*(\d+\.|[-*+])\s')
+
+def _rst_code(line: str, targets: dict) -> str:
+    def span(m):
+        if m.group(1) is None: return m.group(0)                  # already ``literal``
+        text = m.group(1)
+        name = text[:-2] if text.endswith('()') else text
+        out = f':py:obj:`{text} <{targets[name]}>`' if name in targets else f'``{text}``'
+        before, after = line[m.start() - 1:m.start()], line[m.end():m.end() + 1]
+        # reST markup must not touch a letter: `Name`s becomes ``Name``\ s
+        return ('\\ ' if before.isalnum() else '') + out + ('\\ ' if after.isalnum() else '')
+    return _RST_CODE.sub(span, line)
+
+def rst_docstring(lines: list, targets: dict | None = None) -> list:
+    """Rewrite, in place, docstring `lines` written in the notebooks' Markdown style as reStructuredText
+    (what autodoc reads): `` `code` `` becomes a literal, or a link when it names one of `targets`, and
+    a list that starts right under a line, or text right after a list, gets the blank line reST needs."""
+    targets, out, in_list = targets or {}, [], False
+    for line in lines:
+        item, prev = _LIST_ITEM.match(line), out[-1] if out else ''
+        ends_list = in_list and line.strip() and not item and not line[:1].isspace()
+        if prev.strip() and ((item and not in_list) or ends_list):
+            out.append('')
+        if item: in_list = True
+        elif ends_list or (not in_list and line.strip()): in_list = False
+        out.append(_rst_code(line, targets))
+    lines[:] = out
+    return lines
+
+def autodoc_docstring(what: str, obj, lines: list, targets: dict | None = None) -> list:
+    """What the site's `conf.py` runs on autodoc's `autodoc-process-docstring` event: `rst_docstring`, after
+    dropping the docstring a constant only inherits from its type (a tuple's would say how tuples work)."""
+    if what in ('data', 'attribute') and lines and '\n'.join(lines).strip() == (inspect.getdoc(type(obj)) or '').strip():
+        lines.clear()
+    return rst_docstring(lines, targets)
 
 # %% ../../nbs/94_docs.ipynb #prepare
 ANSWER_PLACEHOLDER = '*Your answer goes here in the assignment.*'
@@ -242,7 +238,7 @@ def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict
             for name in documented_names(_source(cell)):
                 if not hasattr(mod, name):
                     raise RuntimeError(f"{name} is defined in an exported cell but missing from tinytorch.{module}")
-                entry = api_markdown(getattr(mod, name), name, mod.__name__, index=False, linkify=link)
+                entry = api_markdown(getattr(mod, name), name, mod.__name__, index=False)
                 out.append(_md_cell(entry, f"{cell.get('id', 'cell')}-api-{name}"))
             continue
         if role == 'solution' or BEGIN_SOLUTION in _source(cell) or str(directives.get('echo', '')).lower() == 'false':
@@ -263,9 +259,8 @@ def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict
     return nb
 
 # %% ../../nbs/94_docs.ipynb #reference
-def api_reference(modules, title: str, intro: str, targets: dict | None = None) -> str:
-    "A MyST page documenting the `__all__` of each of `modules` (e.g. `'core.embeddings'`)."
-    link = (lambda text: linkify(text, targets)) if targets else None
+def api_reference(modules, title: str, intro: str) -> str:
+    "A MyST page documenting the `__all__` of each of `modules` (e.g. `'core.embeddings'`) with autodoc."
     parts = [f'# {title}\n', intro.strip() + '\n']
     for module in modules:
         mod = importlib.import_module(f'tinytorch.{module}')
@@ -273,7 +268,7 @@ def api_reference(modules, title: str, intro: str, targets: dict | None = None) 
         parts.append(f'## `{mod.__name__}`\n')
         if summary: parts.append(summary + '\n')
         for name in getattr(mod, '__all__', []):
-            parts.append(api_markdown(getattr(mod, name), name, mod.__name__, index=True, linkify=link))
+            parts.append(api_markdown(getattr(mod, name), name, mod.__name__, index=True))
     return '\n'.join(parts)
 
 # %% ../../nbs/94_docs.ipynb #leaks
@@ -310,6 +305,8 @@ def check_site(site, nbs_dir='nbs') -> list:
     return problems
 
 # %% ../../nbs/94_docs.ipynb #build
+LINK_TARGETS_FILE = '_link_targets.json'   # next to conf.py in the staged Sphinx project
+
 def _log(verbose, *args):
     if verbose: print(*args, flush=True)
 
@@ -335,6 +332,7 @@ def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/
     core = [m for _, m in pages]
     internal = [m for _, m in every if not m.startswith('core.')]
     targets = link_targets(core)
+    (src / LINK_TARGETS_FILE).write_text(json.dumps(targets, indent=1), encoding='utf-8')   # for conf.py
     (src / 'modules').mkdir()
 
     def page(item):
@@ -350,7 +348,7 @@ def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/
     (src / 'api.md').write_text(api_reference(
         core, 'API reference',
         'Every name the course modules export, with its signature and docstring. The module pages show the '
-        'same entries next to the explanation and the tests.', targets), encoding='utf-8')
+        'same entries next to the explanation and the tests.'), encoding='utf-8')
     (src / 'internals.md').write_text(api_reference(
         internal, 'Internals: the course tooling',
         'The modules behind the `tinytorch` command: running notebook tests against a package, nbgrader '
