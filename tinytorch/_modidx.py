@@ -401,7 +401,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                        'tinytorch.course.docs._figure_alt': ('docs.html#_figure_alt', 'tinytorch/course/docs.py'),
                                        'tinytorch.course.docs._log': ('docs.html#_log', 'tinytorch/course/docs.py'),
                                        'tinytorch.course.docs._md_cell': ('docs.html#_md_cell', 'tinytorch/course/docs.py'),
-                                       'tinytorch.course.docs._members': ('docs.html#_members', 'tinytorch/course/docs.py'),
+                                       'tinytorch.course.docs._member_names': ('docs.html#_member_names', 'tinytorch/course/docs.py'),
                                        'tinytorch.course.docs._rst_code': ('docs.html#_rst_code', 'tinytorch/course/docs.py'),
                                        'tinytorch.course.docs._strip_directives': ( 'docs.html#_strip_directives',
                                                                                     'tinytorch/course/docs.py'),

@@ -50,16 +50,10 @@ def _autodoc_block(kind: str, target: str, options: dict) -> str:
     lines = [f'.. {kind}:: {target}'] + [f'   :{k}:' + (f' {v}' if v is not True else '') for k, v in options.items()]
     return '```{eval-rst}\n' + '\n'.join(lines) + '\n```\n'
 
-def _members(cls) -> list:
-    "Public methods and properties that `cls` itself defines, in definition order: what autodoc's `:members:` shows."
-    out = []
-    for name, value in vars(cls).items():
-        if name.startswith('_'): continue
-        if isinstance(value, property): out.append((name, 'property', value))
-        elif isinstance(value, staticmethod): out.append((name, 'staticmethod', value.__func__))
-        elif isinstance(value, classmethod): out.append((name, 'classmethod', value.__func__))
-        elif inspect.isfunction(value): out.append((name, 'method', value))
-    return out
+def _member_names(cls) -> list:
+    "Public methods and properties that `cls` itself defines, in definition order: the members autodoc's `:members:` shows."
+    return [name for name, value in vars(cls).items() if not name.startswith('_')
+            and (isinstance(value, (property, staticmethod, classmethod)) or inspect.isfunction(value))]
 
 def _autodoc_kind(obj) -> str:
     if inspect.isclass(obj): return 'autoexception' if issubclass(obj, BaseException) else 'autoclass'
@@ -96,7 +90,7 @@ def link_targets(modules) -> dict:
             obj = getattr(mod, name)
             entries = {name: f'{mod.__name__}.{name}'}
             if inspect.isclass(obj):
-                entries.update({f'{name}.{m}': f'{mod.__name__}.{name}.{m}' for m, _, _ in _members(obj)})
+                entries.update({f'{name}.{m}': f'{mod.__name__}.{name}.{m}' for m in _member_names(obj)})
             for short, full in entries.items():
                 seen[short] = seen.get(short, 0) + 1
                 targets[short] = full
