@@ -8,7 +8,13 @@ project = "tinytorch"
 author = "tinytorch course team"
 copyright = "tinytorch course team"
 
-extensions = ["myst_nb"]
+extensions = ["myst_nb", "sphinx.ext.autodoc"]
+
+# API entries: Sphinx autodoc imports each exported object and documents it (build_docs writes
+# `.. autoclass::` / `.. autofunction::` / `.. autodata::` directives in MyST `{eval-rst}` blocks). Members in source order, defaults as
+# written in the source (`out=sys.stdout`, not the stream's repr).
+autodoc_member_order = "bysource"
+autodoc_preserve_defaults = True
 
 # The notebooks are executed by build_docs before Sphinx sees them (it needs the outputs to
 # derive figure alt text and to strip solution code afterwards), so MyST-NB only renders them.
@@ -43,3 +49,18 @@ html_theme_options = {
 html_context = {"default_mode": "auto"}
 # Also spares the browser its request for /favicon.ico, a 404 logged as a console error.
 html_favicon = "favicon.svg"
+
+
+def setup(app):
+    """The docstrings are written in the notebooks' Markdown style; autodoc reads reStructuredText.
+    `autodoc_docstring` bridges the two and links backticked exported names to their entries, using the
+    targets build_docs left next to this file."""
+    import json
+    from pathlib import Path
+
+    from tinytorch.course.docs import LINK_TARGETS_FILE, autodoc_docstring
+
+    path = Path(__file__).with_name(LINK_TARGETS_FILE)
+    targets = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    app.connect("autodoc-process-docstring",
+                lambda app, what, name, obj, options, lines: autodoc_docstring(what, obj, lines, targets))

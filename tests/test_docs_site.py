@@ -145,6 +145,11 @@ def test_api_reference_lists_every_exported_name(site):
         page = api if m.group(1).startswith("core.") else internals
         for name in module.__all__:
             assert f'id="{module.__name__}.{name}"' in page, f"{module.__name__}.{name} has no API entry"
+    # docstrings are rendered by autodoc, and a backticked exported name in one links to its entry
+    entry = api[api.index('id="tinytorch.core.parallel.run_parallel"'):]
+    entry = entry[:entry.index("</dd>")]
+    assert 'href="#tinytorch.core.parallel.worker_count"' in entry, "run_parallel's docstring does not link `worker_count()`"
+    assert "``" not in html.unescape(re.sub(r"<[^>]+>", "", entry)), "a docstring's code was not rendered as code"
 
 
 def test_only_html_is_published(site):
@@ -288,6 +293,26 @@ def test_embeddings_page_shows_heatmap_and_api(site, server, browser):
     page.screenshot(path=str(ARTIFACTS / "embeddings-api.png"))
     assert not viewer.problems, "\n".join(viewer.problems)
     page.close()
+
+
+def _fig_alts(notebook):
+    "The `#| fig-alt` texts of a notebook's cells, in order."
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return [m.group(1).strip() for c in cells for m in [re.search(r"^#\|\s*fig-alt:\s*(.+)$", _source(c), re.M)] if m]
+
+
+def test_each_figure_has_the_alt_text_its_notebook_gives(site, server, browser):
+    viewer = _Page(browser, server)
+    seen = 0
+    for page_file in sorted((site["dir"] / "modules").glob("*.html")):
+        expected = _fig_alts(NBS / (page_file.stem + ".ipynb"))
+        page = viewer.open(f"modules/{page_file.name}")
+        figures = page.eval_on_selector_all("div.cell_output img", "els => els.map(e => e.alt)")
+        assert figures == expected, f"{page_file.name}: figures' alt text {figures} != the notebook's #| fig-alt {expected}"
+        seen += len(figures)
+    assert seen >= 6, f"only {seen} figures on the module pages"
+    assert not viewer.problems, "\n".join(viewer.problems)
+    viewer.page.close()
 
 
 def _search(viewer, query):

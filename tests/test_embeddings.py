@@ -14,7 +14,7 @@ from tinytorch.core.embeddings import (
     _add_positions, as_token_ids, scatter_add_rows, sinusoidal_table, sum_rows_by_id,
 )
 from tinytorch.core import row_kernels as kernels
-from tinytorch.core.nn import SGD, Adam
+from tinytorch.core.nn import SGD
 from tinytorch.core.tensor import RowSparseGrad, Tensor
 
 FIXTURES = np.load(Path(__file__).parent / "fixtures" / "torch_embeddings.npz")
@@ -433,55 +433,6 @@ def test_weight_that_is_not_a_leaf_gets_a_dense_gradient():
     layer(ids).backward(np.ones((3, 2), np.float32))
     assert isinstance(base.grad, np.ndarray)
     np.testing.assert_allclose(base.grad, 3.0 * dense_reference(ids, np.ones((3, 2)), 6))
-
-
-@pytest.mark.parametrize("momentum", [0.0, 0.9])
-def test_sgd_sparse_updates_equal_dense_updates(momentum):
-    rng = np.random.default_rng(6)
-    dense, sparse = Embedding(30, 5, padding_idx=0, seed=0), Embedding(30, 5, padding_idx=0, seed=0, sparse=True)
-    opt_d, opt_s = SGD(dense.parameters, lr=0.3, momentum=momentum), SGD(sparse.parameters, lr=0.3, momentum=momentum)
-    for step in range(4):
-        ids = rng.integers(0, 30 if step % 2 else 8, (4, 6))     # alternate: some rows untouched for a while
-        g = rng.normal(size=(4, 6, 5)).astype(np.float32)
-        for layer, opt in ((dense, opt_d), (sparse, opt_s)):
-            opt.zero_grad()
-            layer(ids).backward(g)
-            opt.step()
-        np.testing.assert_array_equal(dense.weight.data, sparse.weight.data)
-    assert isinstance(sparse.weight.grad, RowSparseGrad)
-
-
-def test_lazy_adam_moves_only_touched_rows():
-    rng = np.random.default_rng(7)
-    dense, sparse = Embedding(12, 3, seed=0), Embedding(12, 3, seed=0, sparse=True)
-    opt_d, opt_s = Adam(dense.parameters, lr=0.1), Adam(sparse.parameters, lr=0.1)
-    steps = [np.array([1, 2, 2]), np.array([2, 5])]
-    for ids in steps:
-        g = rng.normal(size=(len(ids), 3)).astype(np.float32)
-        before = sparse.weight.data.copy()
-        for layer, opt in ((dense, opt_d), (sparse, opt_s)):
-            opt.zero_grad()
-            layer(ids).backward(g)
-            opt.step()
-        moved = np.flatnonzero(np.any(sparse.weight.data != before, axis=1))
-        assert moved.tolist() == sorted(set(ids.tolist())), moved
-    s = opt_s.state[0]
-    assert s['t'] == 2 and np.all(s['m'][[0, 3, 4, 6]] == 0), "untouched rows keep zero moments"
-    # dense Adam keeps moving row 1 on momentum at step 2; lazy Adam does not
-    assert not np.array_equal(dense.weight.data[1], sparse.weight.data[1])
-
-
-def test_lazy_adam_first_step_equals_dense_adam():
-    rng = np.random.default_rng(8)
-    ids, g = np.array([3, 0, 3, 9]), rng.normal(size=(4, 2)).astype(np.float32)
-    results = []
-    for sparse in (False, True):
-        layer = Embedding(10, 2, seed=1, sparse=sparse)
-        opt = Adam(layer.parameters, lr=0.05)
-        layer(ids).backward(g)
-        opt.step()
-        results.append(layer.weight.data.copy())
-    np.testing.assert_array_equal(*results)
 
 
 def test_sparse_training_builds_no_table_sized_array():

@@ -104,13 +104,19 @@ def test_sliced_dense_updates_equal_whole_array_formulas():
     np.testing.assert_array_equal(q.data, expected)
 
 
+def _row_sparse(rng, ids, shape):
+    "A RowSparseGrad of `shape` with random float32 rows at `ids` (duplicates allowed)."
+    return RowSparseGrad(shape, ids, rng.normal(size=(len(ids),) + shape[1:]).astype(np.float32))
+
+
 @pytest.mark.parametrize("momentum", [0.0, 0.8])
 def test_sgd_row_sparse_step_equals_dense_step(momentum):
     rng = np.random.default_rng(1)
     p0 = rng.normal(size=(8, 3)).astype(np.float32)
     dense, sparse = Tensor(p0.copy(), requires_grad=True), Tensor(p0.copy(), requires_grad=True)
     opts = SGD([dense], lr=0.2, momentum=momentum), SGD([sparse], lr=0.2, momentum=momentum)
-    for ids in ([1, 1, 6], [2], [6, 0, 0, 0]):
+    # duplicates, and rows left untouched for a step or two while momentum keeps moving them
+    for ids in ([1, 1, 6], [2], [6, 0, 0, 0], [7, 7]):
         grad = RowSparseGrad((8, 3), ids, rng.normal(size=(len(ids), 3)).astype(np.float32))
         dense.grad, sparse.grad = grad.to_dense(), grad
         for o in opts:
@@ -129,3 +135,31 @@ def test_lazy_adam_leaves_untouched_rows_and_their_moments_alone():
     opt.step()
     np.testing.assert_allclose(p.data[3], [0.9, 1.1], rtol=1e-6, err_msg="row 3 was not touched: lazy Adam leaves it")
     assert opt.state[0]['t'] == 2 and opt.state[0]['m'][3].tolist() == pytest.approx([0.2, -0.2])
+
+
+def test_lazy_adam_first_step_equals_dense_adam():
+    rng = np.random.default_rng(8)
+    grad = _row_sparse(rng, [3, 0, 3, 9], (10, 2))          # duplicate ids are summed
+    p0 = rng.normal(size=(10, 2)).astype(np.float32)
+    dense, sparse = Tensor(p0.copy(), requires_grad=True), Tensor(p0.copy(), requires_grad=True)
+    dense.grad, sparse.grad = grad.to_dense(), grad
+    Adam([dense], lr=0.05).step()
+    Adam([sparse], lr=0.05).step()
+    np.testing.assert_array_equal(dense.data, sparse.data)
+
+
+def test_lazy_adam_differs_from_dense_adam_only_on_untouched_rows():
+    rng = np.random.default_rng(7)
+    p0 = rng.normal(size=(12, 3)).astype(np.float32)
+    dense, sparse = Tensor(p0.copy(), requires_grad=True), Tensor(p0.copy(), requires_grad=True)
+    opt_d, opt_s = Adam([dense], lr=0.1), Adam([sparse], lr=0.1)
+    for ids in ([1, 2, 2], [2, 5]):
+        grad = _row_sparse(rng, ids, (12, 3))
+        before = sparse.data.copy()
+        dense.grad, sparse.grad = grad.to_dense(), grad
+        opt_d.step(); opt_s.step()
+        moved = np.flatnonzero(np.any(sparse.data != before, axis=1))
+        assert moved.tolist() == sorted(set(ids)), moved
+    assert opt_s.state[0]['t'] == 2 and np.all(opt_s.state[0]['m'][[0, 3, 4, 6]] == 0), "untouched rows keep zero moments"
+    # at step 2 dense Adam keeps moving row 1 on its momentum; lazy Adam leaves it where step 1 put it
+    assert not np.array_equal(dense.data[1], sparse.data[1])

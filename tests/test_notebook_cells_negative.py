@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from notebook_items import cell_checks, holds_code
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -23,6 +24,7 @@ def _notebook(helper_exported: bool) -> dict:
                 code("helper", helper_prefix + "def _scale(x):\n    return 2 * x"),
                 code("api", "#| export\ndef doubled(x):\n    \"Twice x.\"\n    return _scale(x)"),
                 code("test", "#| points: 1\ndef test_doubled():\n    assert doubled(3) == 6\n\ntest_doubled()"),
+                code("demo", "doubled(21)"),
             ]}
 
 
@@ -39,7 +41,7 @@ def _project(tmp_path, helper_exported):
 def _collector(proj):
     return subprocess.run(
         [sys.executable, "-m", "pytest", str(ROOT / "tests" / "test_notebook_cells.py"), "-o", "addopts=", "-q", "-p", "no:cacheprovider",
-         "--nb-package-root", str(proj), "--nbs-dir", str(proj / "nbs")],
+         "-rA", "--nb-package-root", str(proj), "--nbs-dir", str(proj / "nbs")],
         cwd=ROOT, capture_output=True, text=True)
 
 
@@ -57,4 +59,30 @@ def test_collector_fails_where_nbdev_test_passes(tmp_path):
 def test_collector_passes_once_the_helper_is_exported(tmp_path):
     result = _collector(_project(tmp_path, helper_exported=True))
     assert result.returncode == 0, result.stdout[-3000:]
+    # the directive-only cell runs with the next item; the test cell is a checked item, the demo a smoke item
     assert "3 passed" in result.stdout, result.stdout[-500:]
+    for item in ("50_probe::test_doubled", "smoke-50_probe::cell[demo]"):
+        assert f"PASSED tests/test_notebook_cells.py::test_notebook_cell[{item}]" in result.stdout, result.stdout[-1500:]
+
+
+@pytest.mark.parametrize("source, checks", [
+    ("assert x == 1", True),
+    ("def test_x():\n    pass", True),
+    ("test_eq(f(2), 4)", True),
+    ("test_fail(lambda: f(-1), contains='negative')", True),
+    ("np.testing.assert_allclose(a, b)", True),
+    ("for i in range(3):\n    if i:\n        assert i > 0", True),
+    ("print(f(2))", False),
+    ("x = f(2)\nx", False),
+    ("%timeit f(2)\nassert_like = 3", False),
+    ("with pytest.raises(ValueError):\n    f(-1)", True),
+])
+def test_cell_checks_decides_from_the_source(source, checks):
+    assert cell_checks(source) is checks
+
+
+@pytest.mark.parametrize("source, code", [
+    ("#| default_exp core.x", False), ("#| hide\n# a note\n\n", False), ("#| hide\nx = 1", True), ("%load_ext x", False),
+])
+def test_directive_only_cells_hold_no_code(source, code):
+    assert holds_code(source) is code

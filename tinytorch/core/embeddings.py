@@ -182,7 +182,7 @@ class Embedding:
 
         TODO:
         1. ids = as_token_ids(input_ids, None)    (the range is checked during the lookup)
-        2. rows = kernels.lookup_rows(W, ids)     (a new (*ids.shape, dim) array)
+        2. rows = kernels.lookup_rows(W, ids)     (a new `(*ids.shape, dim)` array)
         3. define grad_fn(g): flatten ids to (n,) and g to (n, dim), drop the positions whose id is
            padding_idx, and return a 1-tuple with RowSparseGrad(self.weight.shape, ids, g_rows,
            keep_sparse=self.sparse, sum_rows=kernels.sum_rows_by_id, add_rows=kernels.add_rows_at)

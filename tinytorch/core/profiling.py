@@ -19,16 +19,20 @@ from .tensor import Tensor, no_grad
 __all__ = ['time_call', 'copy_functions', 'EmbeddingProfiler', 'analyze_embedding_system_design']
 
 # %% ../../nbs/11c_profiling.ipynb #timer
-def time_call(fn, repeats: int = 20, warmup: int = 3) -> Dict[str, float]:
-    "Run `fn()` `warmup` times unmeasured, then `repeats` times: median, min, max and quartiles in ms."
+def time_call(fn, repeats: int = 20, warmup: int = 3, clock=time.perf_counter) -> Dict[str, float]:
+    """Run `fn()` `warmup` times unmeasured, then `repeats` times: median, min, max and quartiles in ms.
+
+    `clock()` returns seconds; tests pass a fake clock to get exact, repeatable timings."""
     repeats = _check_positive_int('repeats', repeats)
+    if not callable(clock):
+        raise TypeError(f"clock must be a function returning seconds (like time.perf_counter), got {clock!r}")
     for _ in range(warmup):
         fn()
     samples = np.empty(repeats)
     for i in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         fn()
-        samples[i] = time.perf_counter() - start
+        samples[i] = clock() - start
     q1, median, q3 = np.percentile(samples * 1e3, [25, 50, 75])
     return {'median_ms': float(median), 'min_ms': float(samples.min() * 1e3), 'max_ms': float(samples.max() * 1e3),
             'q1_ms': float(q1), 'q3_ms': float(q3), 'repeats': repeats}
@@ -49,11 +53,17 @@ def copy_functions(src: np.ndarray, dst: np.ndarray) -> Dict[str, object]:
 class EmbeddingProfiler:
     "Measures lookups, memory and positional encodings with warm-up, repeats and medians."
 
-    def __init__(self, repeats: int = 20, warmup: int = 3, seed: int = 0):
-        self.repeats, self.warmup = _check_positive_int('repeats', repeats), warmup
+    def __init__(self, repeats: int = 20, warmup: int = 3, seed: int = 0, clock=time.perf_counter):
+        if not callable(clock):
+            raise TypeError(f"clock must be a function returning seconds (like time.perf_counter), got {clock!r}")
+        self.repeats, self.warmup, self.clock = _check_positive_int('repeats', repeats), warmup, clock
         self.rng = np.random.default_rng(seed)
         self.bandwidth_gb_s: Optional[float] = None
         self.results: Dict[str, dict] = {}
+
+    def _time(self, fn, repeats: Optional[int] = None, warmup: Optional[int] = None) -> Dict[str, float]:
+        "`time_call` with this profiler's repeats, warm-up and clock."
+        return time_call(fn, repeats or self.repeats, self.warmup if warmup is None else warmup, self.clock)
 
     def measure_memory_bandwidth(self, size_mb: int = 256) -> float:
         """This machine's copy bandwidth in GB/s (read + write), from `np.copyto` on `size_mb` MiB:
@@ -61,8 +71,8 @@ class EmbeddingProfiler:
         n = _check_positive_int('size_mb', size_mb) * 2**20 // 4
         src, dst = np.ones(n, np.float32), np.zeros(n, np.float32)    # both written once: no page faults timed
         copies, repeats = copy_functions(src, dst), max(5, self.repeats // 2)
-        one = time_call(copies['one thread'], repeats=repeats, warmup=1)
-        many = time_call(copies['all threads'], repeats=repeats, warmup=1)
+        one = self._time(copies['one thread'], repeats, warmup=1)
+        many = self._time(copies['all threads'], repeats, warmup=1)
         rate = lambda t: 2 * src.nbytes / (t['median_ms'] / 1e3) / 1e9
         self.bandwidth_detail = {'one_thread_gb_s': rate(one), 'all_threads_gb_s': rate(many), 'threads': worker_count()}
         self.bandwidth_gb_s = max(rate(one), rate(many))
@@ -87,8 +97,8 @@ class EmbeddingProfiler:
                 batches, again = iter(pool), iter(pool)
                 reused = np.zeros((batch, seq, dim), layer.weight.dtype)
                 with no_grad():
-                    t = time_call(lambda: layer.forward(next(batches)), self.repeats, self.warmup)
-                g = time_call(lambda: gather_rows(layer.weight.data, next(again), reused), self.repeats, self.warmup)
+                    t = self._time(lambda: layer.forward(next(batches)))
+                g = self._time(lambda: gather_rows(layer.weight.data, next(again), reused))
                 ids = pool[0]
                 seconds, n = t['median_ms'] / 1e3, batch * seq
                 moved = _lookup_bytes(n, dim, itemsize, ids.itemsize)
@@ -126,7 +136,7 @@ class EmbeddingProfiler:
                     out.backward(g)
                     if sparse:
                         layer.weight.grad.coalesce()    # sum duplicates now, as an optimizer step would
-                t = time_call(backward, self.repeats, self.warmup)
+                t = self._time(backward)
                 grad = layer.weight.grad
                 stored = grad.nbytes if not sparse else grad.indices.nbytes + grad.values.nbytes
                 results['sparse' if sparse else 'dense'] = {
@@ -149,7 +159,7 @@ class EmbeddingProfiler:
                 layer = make_layer(vocab, dim)
                 ids = self.rng.integers(0, vocab, tokens)
                 with no_grad():
-                    t = time_call(lambda: layer.forward(ids), self.repeats, self.warmup)
+                    t = self._time(lambda: layer.forward(ids))
                 stats = layer.get_memory_usage()
                 results[f"vocab_{vocab}_dim_{dim}"] = {
                     'vocab_size': vocab, 'embedding_dim': dim, 'total_parameters': stats['total_parameters'],
@@ -173,7 +183,7 @@ class EmbeddingProfiler:
         results = {}
         for name, layer in layers.items():
             with no_grad():
-                t = time_call(lambda: layer.forward(x), self.repeats, self.warmup)
+                t = self._time(lambda: layer.forward(x))
             fixed = getattr(layer, 'pe', None)                 # a stored table that is not a parameter
             stored = sum(p.data.nbytes for p in layer.parameters) + (fixed.data.nbytes if fixed is not None else 0)
             results[name] = {

@@ -22,13 +22,13 @@ from pathlib import Path
 
 from .assignments import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, KERNEL_ARGS, _source,
                                           cell_role, find_leaks, public_text, secret_lines, strip_hidden_tests)
-from .errors import MissingInput, NotReady, OutputInTheWay
+from .errors import BadInput, MissingInput, NotReady, OutputInTheWay
 from .nbtests import _EXPORT_DIRECTIVES, parse_directives, read_notebook
 
 # %% auto #0
-__all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'FIGURE_KEY', 'FIGURE_NOTES', 'read_nb', 'course_notebooks', 'signature_text',
-           'api_markdown', 'documented_names', 'link_targets', 'linkify', 'prepare_notebook', 'execute_notebook',
-           'figure_alt', 'publish_notebook', 'api_reference', 'site_text_views', 'site_secrets', 'check_site',
+__all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'LINK_TARGETS_FILE', 'read_nb', 'course_notebooks', 'api_markdown',
+           'documented_names', 'link_targets', 'linkify', 'rst_docstring', 'autodoc_docstring', 'prepare_notebook',
+           'execute_notebook', 'publish_notebook', 'api_reference', 'site_text_views', 'site_secrets', 'check_site',
            'build_docs']
 
 # %% ../../nbs/94_docs.ipynb #find
@@ -46,79 +46,31 @@ def course_notebooks(nbs_dir='nbs', prefix: str | None = 'core.') -> list:
     return found
 
 # %% ../../nbs/94_docs.ipynb #api
-class _Shown(str):
-    "A string whose repr is itself: how annotations and defaults appear in a signature."
-    def __repr__(self): return str(self)
+def _autodoc_block(kind: str, target: str, options: dict) -> str:
+    "A MyST `{eval-rst}` block holding one autodoc directive: autodoc writes reST, so it must run inside reST."
+    lines = [f'.. {kind}:: {target}'] + [f'   :{k}:' + (f' {v}' if v is not True else '') for k, v in options.items()]
+    return '```{eval-rst}\n' + '\n'.join(lines) + '\n```\n'
 
-def _shown_annotation(a):
-    if a is inspect.Parameter.empty or a is inspect.Signature.empty: return a
-    if isinstance(a, str):
-        return _Shown(a[1:-1] if len(a) > 1 and a[0] == a[-1] and a[0] in '\'"' else a)
-    return _Shown(inspect.formatannotation(a))
+def _member_names(cls) -> list:
+    "Public methods and properties that `cls` itself defines, in definition order: the members autodoc's `:members:` shows."
+    return [name for name, value in vars(cls).items() if not name.startswith('_')
+            and (isinstance(value, (property, staticmethod, classmethod)) or inspect.isfunction(value))]
 
-def _shown_default(v):
-    if v is inspect.Parameter.empty: return v
-    r = repr(v)
-    return _Shown('...' if r.startswith('<') or len(r) > 60 else r)
+def _autodoc_kind(obj) -> str:
+    if inspect.isclass(obj): return 'autoexception' if issubclass(obj, BaseException) else 'autoclass'
+    return 'autofunction' if callable(obj) else 'autodata'
 
-def signature_text(obj, drop_first: bool = False) -> str:
-    "`(a: int, b: str = 'x') -> float` for `obj`; '' when Python can't tell."
-    try:
-        sig = inspect.signature(obj)
-    except (TypeError, ValueError):
-        return ''
-    params = list(sig.parameters.values())
-    if drop_first and params and params[0].kind in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
-        params = params[1:]
-    params = [p.replace(annotation=_shown_annotation(p.annotation), default=_shown_default(p.default)) for p in params]
-    return str(sig.replace(parameters=params, return_annotation=_shown_annotation(sig.return_annotation)))
-
-def _fence(kind: str, head: str, options: dict, body: str, ticks: int) -> str:
-    lines = ['`' * ticks + '{' + kind + '} ' + head]
-    lines += [f':{k}:' + (f' {v}' if v is not True else '') for k, v in options.items()]
-    return '\n'.join(lines) + '\n\n' + body.strip() + '\n' + '`' * ticks + '\n'
-
-def _members(cls) -> list:
-    "Public methods and properties that `cls` itself defines, in definition order."
-    out = []
-    for name, value in vars(cls).items():
-        if name.startswith('_'): continue
-        if isinstance(value, property): out.append((name, 'property', value))
-        elif isinstance(value, staticmethod): out.append((name, 'staticmethod', value.__func__))
-        elif isinstance(value, classmethod): out.append((name, 'classmethod', value.__func__))
-        elif inspect.isfunction(value): out.append((name, 'method', value))
-    return out
-
-def api_markdown(obj, name: str, module: str, index: bool = True, linkify=None) -> str:
-    """MyST markdown documenting `obj` (function, class with its public members, or constant) as `module.name`.
-
-    `index=False` adds `:no-index:` (for a second description of the same object); `linkify`
-    (text -> text) is applied to docstrings."""
-    link = linkify or (lambda text: text)
-    doc = lambda o: link(inspect.getdoc(o) or '')
-    opts = {'module': module}
-    if not index: opts['no-index'] = True
-    if inspect.isclass(obj):
-        kind = 'py:exception' if issubclass(obj, BaseException) else 'py:class'
-        sig = '' if kind == 'py:exception' else signature_text(obj)
-        parts = [doc(obj)]
-        for mname, mkind, member in _members(obj):
-            mopts = {} if index else {'no-index': True}
-            if mkind == 'property':
-                ann = member.fget and inspect.signature(member.fget).return_annotation
-                if ann not in (None, inspect.Signature.empty): mopts['type'] = str(_shown_annotation(ann))
-                parts.append(_fence('py:property', mname, mopts, link(inspect.getdoc(member) or ''), 4))
-            else:
-                if mkind in ('staticmethod', 'classmethod'): mopts[mkind] = True
-                msig = signature_text(member, drop_first=mkind != 'staticmethod')
-                parts.append(_fence('py:method', mname + msig, mopts, doc(member), 4))
-        return _fence(kind, name + sig, opts, '\n\n'.join(p for p in parts if p), 5)
-    if callable(obj):
-        return _fence('py:function', name + signature_text(obj), opts, doc(obj), 5)
-    value = repr(obj)
-    # a double-quoted YAML string: MyST reads directive options as YAML
-    opts['value'] = json.dumps(value if len(value) <= 80 else value[:77] + '...')
-    return _fence('py:data', name, opts, '', 5)
+def api_markdown(obj, name: str, module: str, index: bool = True) -> str:
+    """A MyST block asking Sphinx autodoc to document `obj` (function, class with its public members,
+    exception or constant) as `module.name`; `index=False` adds `:no-index:` (a second description of it)."""
+    kind, opts = _autodoc_kind(obj), {}
+    if kind in ('autoclass', 'autoexception'):
+        opts.update({'members': True, 'undoc-members': True})
+    if kind == 'autodata' and len(repr(obj)) > 80:
+        opts['no-value'] = True
+    if not index:
+        opts['no-index'] = True
+    return _autodoc_block(kind, f'{module}.{name}', opts)
 
 # %% ../../nbs/94_docs.ipynb #names
 def documented_names(source: str) -> list:
@@ -139,7 +91,7 @@ def link_targets(modules) -> dict:
             obj = getattr(mod, name)
             entries = {name: f'{mod.__name__}.{name}'}
             if inspect.isclass(obj):
-                entries.update({f'{name}.{m}': f'{mod.__name__}.{name}.{m}' for m, _, _ in _members(obj)})
+                entries.update({f'{name}.{m}': f'{mod.__name__}.{name}.{m}' for m in _member_names(obj)})
             for short, full in entries.items():
                 seen[short] = seen.get(short, 0) + 1
                 targets[short] = full
@@ -165,33 +117,46 @@ def linkify(text: str, targets: dict) -> str:
                                                 if mm.group(1) in targets else mm.group(0)), line))
     return '\n'.join(out)
 
+_RST_CODE = re.compile(r'``.+?``|`([^`\n]+)`')
+_LIST_ITEM = re.compile(r'\s*(\d+\.|[-*+])\s')
+
+def _rst_code(line: str, targets: dict) -> str:
+    def span(m):
+        if m.group(1) is None: return m.group(0)                  # already ``literal``
+        text = m.group(1)
+        name = text[:-2] if text.endswith('()') else text
+        out = f':py:obj:`{text} <{targets[name]}>`' if name in targets else f'``{text}``'
+        before, after = line[m.start() - 1:m.start()], line[m.end():m.end() + 1]
+        # reST markup must not touch a letter: `Name`s becomes ``Name``\ s
+        return ('\\ ' if before.isalnum() else '') + out + ('\\ ' if after.isalnum() else '')
+    return _RST_CODE.sub(span, line)
+
+def rst_docstring(lines: list, targets: dict | None = None) -> list:
+    """Rewrite, in place, docstring `lines` written in the notebooks' Markdown style as reStructuredText
+    (what autodoc reads): `` `code` `` becomes a literal, or a link when it names one of `targets`, and
+    a list that starts right under a line, or text right after a list, gets the blank line reST needs."""
+    targets, out, in_list = targets or {}, [], False
+    for line in lines:
+        item, prev = _LIST_ITEM.match(line), out[-1] if out else ''
+        ends_list = in_list and line.strip() and not item and not line[:1].isspace()
+        if prev.strip() and ((item and not in_list) or ends_list):
+            out.append('')
+        if item: in_list = True
+        elif ends_list or (not in_list and line.strip()): in_list = False
+        out.append(_rst_code(line, targets))
+    lines[:] = out
+    return lines
+
+def autodoc_docstring(what: str, obj, lines: list, targets: dict | None = None) -> list:
+    """What the site's `conf.py` runs on autodoc's `autodoc-process-docstring` event: `rst_docstring`, after
+    dropping the docstring a constant only inherits from its type (a tuple's would say how tuples work)."""
+    if what in ('data', 'attribute') and lines and '\n'.join(lines).strip() == (inspect.getdoc(type(obj)) or '').strip():
+        lines.clear()
+    return rst_docstring(lines, targets)
+
 # %% ../../nbs/94_docs.ipynb #prepare
 ANSWER_PLACEHOLDER = '*Your answer goes here in the assignment.*'
 DOCS_KEY = 'tinytorch_docs'   # cell metadata: the cell's role in the staged copy
-FIGURE_KEY = 'tinytorch_figure'
-
-_FIGURE_HOOK = '''\
-def _tinytorch_docs_describe_figures():
-    import matplotlib_inline.backend_inline as backend
-    original = backend._fetch_figure_metadata
-    def describe(fig):
-        meta = dict(original(fig) or {})
-        axes = []
-        for ax in fig.axes:
-            if not (ax.get_title() or ax.get_xlabel() or ax.get_ylabel()):
-                continue  # a colorbar
-            kind = 'heatmap' if ax.images else 'line chart' if ax.lines else 'bar chart' if ax.patches else 'chart'
-            axes.append({'kind': kind, 'title': ax.get_title(), 'xlabel': ax.get_xlabel(), 'ylabel': ax.get_ylabel(),
-                         'lines': [l.get_label() for l in ax.lines if not l.get_label().startswith('_')]})
-        suptitle = fig._suptitle.get_text() if getattr(fig, '_suptitle', None) else ''
-        meta[%r] = {'suptitle': suptitle, 'axes': axes}
-        return meta
-    backend._fetch_figure_metadata = describe
-_tinytorch_docs_describe_figures()
-del _tinytorch_docs_describe_figures''' % FIGURE_KEY
-
-_PLOTS = re.compile(r'plot|matplotlib|plt\.|imshow')
-
 def prepare_notebook(nb: dict) -> dict:
     "A copy of a source notebook, ready to execute for the site (see above). Each cell's role is kept in its metadata."
     nb = copy.deepcopy(nb)
@@ -210,10 +175,6 @@ def prepare_notebook(nb: dict) -> dict:
             if directives.get('eval', '').strip().lower() == 'false':
                 meta.setdefault('tags', []).append('skip-execution')
         cells.append(cell)
-    if any(c['cell_type'] == 'code' and _PLOTS.search(_source(c)) for c in cells):   # importing matplotlib takes ~1 s
-        hook = {'cell_type': 'code', 'id': 'tinytorch-docs-figure-hook', 'execution_count': None, 'outputs': [],
-                'metadata': {DOCS_KEY: {'role': 'setup'}}, 'source': _FIGURE_HOOK}
-        cells = [hook] + cells
     nb['cells'] = cells
     return nb
 
@@ -231,29 +192,17 @@ def execute_notebook(nb: dict, cwd, timeout: int = 600) -> dict:
     return json.loads(nbformat.writes(node))
 
 # %% ../../nbs/94_docs.ipynb #publish
-FIGURE_NOTES = {
-    'Sinusoidal positional encoding': 'Low dimensions (bottom rows) oscillate quickly along the positions, '
-                                      'high dimensions barely change, so each position gets a distinct column of values.',
-    'A few sine columns': 'The lower the dimension, the shorter the wavelength of its sine wave.',
-    'Embedding memory grows': 'Memory grows linearly with the vocabulary size, and the lines are steeper for larger dimensions.',
-    'Lookups are bandwidth-bound': 'Each point is the bytes per second a lookup moved at one batch size; the dashed '
-                                   'line is the copy bandwidth measured on this machine, the roofline for a lookup.',
-}
+_IMAGES = ('image/png', 'image/jpeg', 'image/svg+xml', 'image/gif')
 
-def figure_alt(info: dict) -> str:
-    "Alt text for one figure from the description the figure helper recorded."
-    sentences = []
-    for ax in info.get('axes', []):
-        what = ax['kind'].capitalize() + (f" '{ax['title']}'" if ax['title'] else '')
-        if ax['ylabel'] or ax['xlabel']:
-            what += f": {ax['ylabel'] or 'values'} against {ax['xlabel'] or 'index'}"
-        if ax['lines']:
-            what += '; lines: ' + ', '.join(ax['lines'])
-        sentences.append(what + '.')
-        note = next((v for k, v in FIGURE_NOTES.items() if ax['title'].startswith(k)), None)
-        if note: sentences.append(note)
-    if info.get('suptitle'): sentences.insert(0, info['suptitle'] + '.')
-    return ' '.join(sentences) or 'Figure.'
+def _figure_alt(cell: dict, directives: dict, module: str) -> str | None:
+    "The cell's `#| fig-alt` when its outputs hold an image (None when they don't); an image without one is an error."
+    if not any(mime in output.get('data', {}) for output in cell.get('outputs', []) for mime in _IMAGES):
+        return None
+    alt = str(directives.get('fig-alt', '')).strip()
+    if not alt:
+        raise BadInput(f"cell {cell.get('id')!r} of the tinytorch.{module} notebook shows a figure but has no "
+                         "'#| fig-alt: ...' line: add one that says what the figure shows")
+    return alt
 
 def _strip_directives(source: str) -> str:
     lines = source.splitlines()
@@ -285,7 +234,7 @@ def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict
                 if not hasattr(mod, name):
                     raise NotReady(f"{name} is defined in an exported cell but missing from tinytorch.{module}: "
                                    "run nbdev-export")
-                entry = api_markdown(getattr(mod, name), name, mod.__name__, index=False, linkify=link)
+                entry = api_markdown(getattr(mod, name), name, mod.__name__, index=False)
                 out.append(_md_cell(entry, f"{cell.get('id', 'cell')}-api-{name}"))
             continue
         if role == 'solution' or BEGIN_SOLUTION in _source(cell) or str(directives.get('echo', '')).lower() == 'false':
@@ -294,25 +243,20 @@ def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict
         else:
             cell['source'] = _strip_directives(_source(cell))
         if str(directives.get('output', '')).lower() == 'false': cell['outputs'] = []
-        alts = []
         for output in cell.get('outputs', []):
             if output.get('output_type') == 'error':
                 output['traceback'] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
-            figure = output.get('metadata', {}).pop(FIGURE_KEY, None)
-            if 'image/png' in output.get('data', {}) or 'image/svg+xml' in output.get('data', {}):
-                alts.append(figure_alt(figure or {}))
-        if alts:
-            alt = str(directives['fig-alt']) if directives.get('fig-alt') else ' '.join(alts)
-            cell['metadata']['mystnb'] = {'image': {'alt': alt}}
+        alt = _figure_alt(cell, directives, module)
+        if alt:
+            cell['metadata']['mystnb'] = {'image': {'alt': alt}}    # MyST-NB's cell-level image options
         out.append(cell)
     nb['cells'] = out
     nb['metadata'] = {k: v for k, v in nb.get('metadata', {}).items() if k in ('kernelspec', 'language_info')}
     return nb
 
 # %% ../../nbs/94_docs.ipynb #reference
-def api_reference(modules, title: str, intro: str, targets: dict | None = None) -> str:
-    "A MyST page documenting the `__all__` of each of `modules` (e.g. `'core.embeddings'`)."
-    link = (lambda text: linkify(text, targets)) if targets else None
+def api_reference(modules, title: str, intro: str) -> str:
+    "A MyST page documenting the `__all__` of each of `modules` (e.g. `'core.embeddings'`) with autodoc."
     parts = [f'# {title}\n', intro.strip() + '\n']
     for module in modules:
         mod = importlib.import_module(f'tinytorch.{module}')
@@ -320,7 +264,7 @@ def api_reference(modules, title: str, intro: str, targets: dict | None = None) 
         parts.append(f'## `{mod.__name__}`\n')
         if summary: parts.append(summary + '\n')
         for name in getattr(mod, '__all__', []):
-            parts.append(api_markdown(getattr(mod, name), name, mod.__name__, index=True, linkify=link))
+            parts.append(api_markdown(getattr(mod, name), name, mod.__name__, index=True))
     return '\n'.join(parts)
 
 # %% ../../nbs/94_docs.ipynb #leaks
@@ -357,6 +301,8 @@ def check_site(site, nbs_dir='nbs') -> list:
     return problems
 
 # %% ../../nbs/94_docs.ipynb #build
+LINK_TARGETS_FILE = '_link_targets.json'   # next to conf.py in the staged Sphinx project
+
 def _log(verbose, *args):
     if verbose: print(*args, flush=True)
 
@@ -382,6 +328,7 @@ def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/
     core = [m for _, m in pages]
     internal = [m for _, m in every if not m.startswith('core.')]
     targets = link_targets(core)
+    (src / LINK_TARGETS_FILE).write_text(json.dumps(targets, indent=1), encoding='utf-8')   # for conf.py
     (src / 'modules').mkdir()
 
     def page(item):
@@ -397,7 +344,7 @@ def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/
     (src / 'api.md').write_text(api_reference(
         core, 'API reference',
         'Every name the course modules export, with its signature and docstring. The module pages show the '
-        'same entries next to the explanation and the tests.', targets), encoding='utf-8')
+        'same entries next to the explanation and the tests.'), encoding='utf-8')
     (src / 'internals.md').write_text(api_reference(
         internal, 'Internals: the course tooling',
         'The modules behind the `tinytorch` command: running notebook tests against a package, nbgrader '
