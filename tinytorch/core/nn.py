@@ -11,10 +11,10 @@ import numpy as np
 from .tensor import RowSparseGrad, Tensor
 
 # %% auto #0
-__all__ = ['Linear', 'Optimizer', 'SGD', 'Adam']
+__all__ = ['check_positive_int', 'Linear', 'Optimizer', 'SGD', 'Adam']
 
 # %% ../../nbs/02_nn.ipynb #checks
-def _check_positive_int(name: str, value) -> int:
+def check_positive_int(name: str, value) -> int:
     "Return `value` if it is a positive integer (not a bool), else raise naming `name`."
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be a positive integer, got {value!r} ({type(value).__name__})")
@@ -27,8 +27,8 @@ class Linear:
     "Affine map `x @ weight + bias` over the last axis of `x`."
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, seed: int | None = None):
-        self.in_features = _check_positive_int('in_features', in_features)
-        self.out_features = _check_positive_int('out_features', out_features)
+        self.in_features = check_positive_int('in_features', in_features)
+        self.out_features = check_positive_int('out_features', out_features)
         rng = np.random.default_rng(seed)
         bound = 1.0 / math.sqrt(self.in_features)
         self.weight = Tensor(rng.uniform(-bound, bound, (self.in_features, self.out_features)).astype(np.float32),
