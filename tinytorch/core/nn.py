@@ -11,7 +11,7 @@ import numpy as np
 from .tensor import RowSparseGrad, Tensor
 
 # %% auto #0
-__all__ = ['check_positive_int', 'Linear', 'Optimizer', 'SGD', 'Adam']
+__all__ = ['check_positive_int', 'Linear', 'row_blocks', 'Optimizer', 'SGD', 'Adam']
 
 # %% ../../nbs/02_nn.ipynb #checks
 def check_positive_int(name: str, value) -> int:
@@ -51,7 +51,7 @@ class Linear:
 # %% ../../nbs/02_nn.ipynb #blocks
 _BLOCK_BYTES = 4 * 2**20
 
-def _row_blocks(p: np.ndarray):
+def row_blocks(p: np.ndarray):
     "Slices along the first axis covering `p` in pieces of about 4 MiB (just `...` for small or 0-d arrays)."
     if p.ndim == 0 or p.nbytes <= _BLOCK_BYTES:
         return [...]
@@ -116,7 +116,7 @@ class SGD(Optimizer):
 
     def _descend(self, p, step):
         "p -= lr·step, one block of rows at a time: no temporary as large as the parameter."
-        for b in _row_blocks(p.data):
+        for b in row_blocks(p.data):
             p.data[b] -= np.asarray(self.lr * step[b], dtype=p.dtype)
 
     def _update(self, p, grad, state):
@@ -164,7 +164,7 @@ class Adam(Optimizer):
 
     def _update(self, p, grad, state):
         step_size = self._step_size(p, state)
-        for b in _row_blocks(p.data):      # no temporary as large as the parameter
+        for b in row_blocks(p.data):      # no temporary as large as the parameter
             p.data[b] -= self._moment_step(state['m'][b], state['v'][b], grad[b], step_size, p.dtype)
 
     def _update_rows(self, p, indices, values, state):
