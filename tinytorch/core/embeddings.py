@@ -12,7 +12,7 @@ import numpy as np
 
 from . import row_kernels as kernels          # the library's fast gather and scatter-add
 from .row_kernels import TokenIdError           # part of this module's API too
-from .tensor import RowSparseGrad, Tensor, _unbroadcast
+from .tensor import RowSparseGrad, Tensor, unbroadcast
 from .nn import check_positive_int
 
 _all_ = ['TokenIdError']
@@ -261,7 +261,7 @@ def _add_positions(x: Tensor, positions, inplace: bool = False) -> Tensor:
         raise ValueError("inplace=True would overwrite a leaf tensor that requires grad; use inplace=False")
     p = positions if isinstance(positions, Tensor) else Tensor(positions)
     np.add(x.data, p.data, out=x.data)
-    return Tensor._from_op(x.data, (x, p), lambda g: (g, _unbroadcast(g, p.shape) if p.requires_grad else None))
+    return Tensor._from_op(x.data, (x, p), lambda g: (g, unbroadcast(g, p.shape) if p.requires_grad else None))
 
 # %% ../../nbs/11_embeddings.ipynb #pe
 class PositionalEncoding:
