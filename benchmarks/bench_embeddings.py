@@ -70,7 +70,7 @@ from pathlib import Path
 import numpy as np
 
 from tinytorch.core.embeddings import Embedding, PositionalEncoding, TokenPositionEmbedding, sinusoidal_table
-from tinytorch.core.profiling import EmbeddingProfiler, _lookup_bytes, copy_functions
+from tinytorch.core.profiling import EmbeddingProfiler, lookup_bytes, copy_functions
 from tinytorch.core.row_kernels import as_token_ids, gather_rows, lookup_rows
 from tinytorch.core.nn import SGD
 from tinytorch.core.tensor import no_grad
@@ -301,7 +301,7 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
                 t = interleaved(fns, repeats)
         else:
             t = interleaved(fns, repeats)
-    moved = _lookup_bytes(n, dim, table.itemsize, pool[0].itemsize)
+    moved = lookup_bytes(n, dim, table.itemsize, pool[0].itemsize)
     copy_gb_s = side_by_side_bandwidth(t)
     row("forward", t["ours"], t.get("torch"), moved, copy_gb_s=copy_gb_s,
         note=f"new output each call; copy {copy_gb_s:.1f} GB/s in the same rounds")

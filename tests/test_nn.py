@@ -70,14 +70,14 @@ def test_optimizer_rejects_bad_arguments(make, pattern):
 
 # ---------------------------------------------------------------- sliced dense updates, row-sparse updates
 
-from tinytorch.core.nn import _row_blocks  # noqa: E402
+from tinytorch.core.nn import row_blocks  # noqa: E402
 from tinytorch.core.tensor import RowSparseGrad  # noqa: E402
 
 
 def test_sliced_dense_updates_equal_whole_array_formulas():
     rng = np.random.default_rng(0)
     shape = (2500, 1000)                                    # 10 MB: three slices
-    assert len(_row_blocks(np.empty(shape, np.float32))) == 3
+    assert len(row_blocks(np.empty(shape, np.float32))) == 3
     p0 = rng.normal(size=shape).astype(np.float32)
     g1, g2 = (rng.normal(size=shape).astype(np.float32) for _ in range(2))
     p = Tensor(p0.copy(), requires_grad=True)

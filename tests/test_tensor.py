@@ -176,7 +176,7 @@ def test_axis_out_of_range():
 
 # ---------------------------------------------------------------- row-sparse gradients
 
-from tinytorch.core.tensor import RowSparseGrad, _accumulate  # noqa: E402
+from tinytorch.core.tensor import RowSparseGrad, accumulate_grad  # noqa: E402
 
 
 def _sparse(ids, rows, keep=True, shape=(6, 2)):
@@ -201,17 +201,17 @@ def test_row_sparse_grad_coalesces_duplicates_and_concatenates():
 
 def test_leaf_accumulation_rules():
     leaf = Tensor(np.zeros((6, 2)), requires_grad=True)
-    _accumulate(leaf, _sparse([1, 1], [[1, 2], [3, 4]]))
+    accumulate_grad(leaf, _sparse([1, 1], [[1, 2], [3, 4]]))
     assert isinstance(leaf.grad, RowSparseGrad)                       # None + sparse(keep) -> sparse
-    _accumulate(leaf, _sparse([2], [[1, 1]]))
+    accumulate_grad(leaf, _sparse([2], [[1, 1]]))
     assert isinstance(leaf.grad, RowSparseGrad) and leaf.grad.indices.tolist() == [1, 2]
-    _accumulate(leaf, np.ones((6, 2), np.float32))                    # sparse + dense -> dense
+    accumulate_grad(leaf, np.ones((6, 2), np.float32))                    # sparse + dense -> dense
     assert isinstance(leaf.grad, np.ndarray) and leaf.grad[1].tolist() == [5, 7] and leaf.grad[0].tolist() == [1, 1]
     held = leaf.grad
-    _accumulate(leaf, _sparse([0, 0], [[1, 1], [1, 1]]))              # dense + sparse -> in place
+    accumulate_grad(leaf, _sparse([0, 0], [[1, 1], [1, 1]]))              # dense + sparse -> in place
     assert leaf.grad is held and held[0].tolist() == [3, 3]
     fresh = Tensor(np.zeros((6, 2)), requires_grad=True)
-    _accumulate(fresh, _sparse([5], [[2, 2]], keep=False))           # None + sparse(dense wanted) -> dense
+    accumulate_grad(fresh, _sparse([5], [[2, 2]], keep=False))           # None + sparse(dense wanted) -> dense
     assert isinstance(fresh.grad, np.ndarray) and fresh.grad[5].tolist() == [2, 2] and fresh.grad.sum() == 4
 
 

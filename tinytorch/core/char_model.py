@@ -12,7 +12,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from .embeddings import TokenPositionEmbedding
-from .nn import Adam, Linear, _check_positive_int
+from .nn import Adam, Linear, check_positive_int
 from .tensor import Tensor, cross_entropy, no_grad
 from .tokenization import CharTokenizer
 
@@ -110,7 +110,7 @@ def train_char_model(text: Optional[str] = None, steps: int = 400, seq_length: i
 
     `progress(step, loss)` is called after every step if given; `embedding_cls` replaces
     `TokenPositionEmbedding` (pass the class you wrote in the lesson)."""
-    steps = _check_positive_int('steps', steps)
+    steps = check_positive_int('steps', steps)
     text = default_text() if text is None else text
     tokenizer = CharTokenizer()
     tokenizer.build_vocab([text])

@@ -12,8 +12,8 @@ import numpy as np
 
 from . import row_kernels as kernels          # the library's fast gather and scatter-add
 from .row_kernels import TokenIdError           # part of this module's API too
-from .tensor import RowSparseGrad, Tensor, _unbroadcast
-from .nn import _check_positive_int
+from .tensor import RowSparseGrad, Tensor, unbroadcast
+from .nn import check_positive_int
 
 _all_ = ['TokenIdError']
 
@@ -132,8 +132,8 @@ def _configure(layer, vocab_size, embedding_dim, padding_idx, sparse):
     if not isinstance(sparse, (bool, np.bool_)):
         raise TypeError(f"sparse must be True or False, got {sparse!r}")
     layer.sparse = bool(sparse)
-    layer.vocab_size = _check_positive_int('vocab_size', vocab_size)
-    layer.embedding_dim = _check_positive_int('embedding_dim', embedding_dim)
+    layer.vocab_size = check_positive_int('vocab_size', vocab_size)
+    layer.embedding_dim = check_positive_int('embedding_dim', embedding_dim)
     if padding_idx is not None:
         if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)):
             raise TypeError(f"padding_idx must be an integer or None, got {padding_idx!r}")
@@ -261,7 +261,7 @@ def _add_positions(x: Tensor, positions, inplace: bool = False) -> Tensor:
         raise ValueError("inplace=True would overwrite a leaf tensor that requires grad; use inplace=False")
     p = positions if isinstance(positions, Tensor) else Tensor(positions)
     np.add(x.data, p.data, out=x.data)
-    return Tensor._from_op(x.data, (x, p), lambda g: (g, _unbroadcast(g, p.shape) if p.requires_grad else None))
+    return Tensor._from_op(x.data, (x, p), lambda g: (g, unbroadcast(g, p.shape) if p.requires_grad else None))
 
 # %% ../../nbs/11_embeddings.ipynb #pe
 class PositionalEncoding:
@@ -269,8 +269,8 @@ class PositionalEncoding:
 
     def __init__(self, embedding_dim: int, max_seq_length: int = 5000, dropout: float = 0.0,
                  seed: Optional[int] = None):
-        self.embedding_dim = _check_positive_int('embedding_dim', embedding_dim)
-        self.max_seq_length = _check_positive_int('max_seq_length', max_seq_length)
+        self.embedding_dim = check_positive_int('embedding_dim', embedding_dim)
+        self.max_seq_length = check_positive_int('max_seq_length', max_seq_length)
         if not (isinstance(dropout, (int, float)) and 0.0 <= dropout < 1.0):
             raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
         self.dropout = float(dropout)
@@ -340,8 +340,8 @@ class LearnedPositionalEmbedding:
     "Adds a trainable row per position (an `Embedding` over positions) to `(seq, dim)` or `(batch, seq, dim)` input."
 
     def __init__(self, max_seq_length: int, embedding_dim: int, seed: Optional[int] = None):
-        self.max_seq_length = _check_positive_int('max_seq_length', max_seq_length)
-        self.embedding_dim = _check_positive_int('embedding_dim', embedding_dim)
+        self.max_seq_length = check_positive_int('max_seq_length', max_seq_length)
+        self.embedding_dim = check_positive_int('embedding_dim', embedding_dim)
         self.position_embedding = Embedding(self.max_seq_length, self.embedding_dim, init_type='normal', seed=seed)
         self.parameters = self.position_embedding.parameters
 
@@ -377,7 +377,7 @@ class TokenPositionEmbedding:
             raise ValueError(f"positions must be one of {POSITION_KINDS}, got {positions!r}")
         self.tokens = Embedding(vocab_size, embedding_dim, padding_idx=padding_idx, init_type=init_type, seed=seed,
                                 sparse=sparse)
-        self.max_seq_length = _check_positive_int('max_seq_length', max_seq_length)
+        self.max_seq_length = check_positive_int('max_seq_length', max_seq_length)
         self.position_kind, self.scale_embeddings = positions, bool(scale_embeddings)
         if positions == 'sinusoidal':
             self.positions = PositionalEncoding(embedding_dim, max_seq_length)
@@ -423,10 +423,10 @@ class RotaryPositionalEmbedding:
     "Rotates dimension pairs (2i, 2i+1) of `(..., seq, dim)` queries/keys by position × θ_i."
 
     def __init__(self, dim: int, max_seq_length: int = 2048, base: float = 10000.0):
-        self.dim = _check_positive_int('dim', dim)
+        self.dim = check_positive_int('dim', dim)
         if self.dim % 2:
             raise ValueError(f"rotary embeddings rotate pairs of dimensions: dim must be even, got {dim}")
-        self.max_seq_length = _check_positive_int('max_seq_length', max_seq_length)
+        self.max_seq_length = check_positive_int('max_seq_length', max_seq_length)
         if not (isinstance(base, (int, float)) and base > 1):
             raise ValueError(f"base must be a number > 1, got {base!r}")
         self.base = float(base)

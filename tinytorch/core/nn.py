@@ -11,10 +11,10 @@ import numpy as np
 from .tensor import RowSparseGrad, Tensor
 
 # %% auto #0
-__all__ = ['Linear', 'Optimizer', 'SGD', 'Adam']
+__all__ = ['check_positive_int', 'Linear', 'row_blocks', 'Optimizer', 'SGD', 'Adam']
 
 # %% ../../nbs/02_nn.ipynb #checks
-def _check_positive_int(name: str, value) -> int:
+def check_positive_int(name: str, value) -> int:
     "Return `value` if it is a positive integer (not a bool), else raise naming `name`."
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be a positive integer, got {value!r} ({type(value).__name__})")
@@ -27,8 +27,8 @@ class Linear:
     "Affine map `x @ weight + bias` over the last axis of `x`."
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, seed: int | None = None):
-        self.in_features = _check_positive_int('in_features', in_features)
-        self.out_features = _check_positive_int('out_features', out_features)
+        self.in_features = check_positive_int('in_features', in_features)
+        self.out_features = check_positive_int('out_features', out_features)
         rng = np.random.default_rng(seed)
         bound = 1.0 / math.sqrt(self.in_features)
         self.weight = Tensor(rng.uniform(-bound, bound, (self.in_features, self.out_features)).astype(np.float32),
@@ -51,7 +51,7 @@ class Linear:
 # %% ../../nbs/02_nn.ipynb #blocks
 _BLOCK_BYTES = 4 * 2**20
 
-def _row_blocks(p: np.ndarray):
+def row_blocks(p: np.ndarray):
     "Slices along the first axis covering `p` in pieces of about 4 MiB (just `...` for small or 0-d arrays)."
     if p.ndim == 0 or p.nbytes <= _BLOCK_BYTES:
         return [...]
@@ -116,7 +116,7 @@ class SGD(Optimizer):
 
     def _descend(self, p, step):
         "p -= lr·step, one block of rows at a time: no temporary as large as the parameter."
-        for b in _row_blocks(p.data):
+        for b in row_blocks(p.data):
             p.data[b] -= np.asarray(self.lr * step[b], dtype=p.dtype)
 
     def _update(self, p, grad, state):
@@ -164,7 +164,7 @@ class Adam(Optimizer):
 
     def _update(self, p, grad, state):
         step_size = self._step_size(p, state)
-        for b in _row_blocks(p.data):      # no temporary as large as the parameter
+        for b in row_blocks(p.data):      # no temporary as large as the parameter
             p.data[b] -= self._moment_step(state['m'][b], state['v'][b], grad[b], step_size, p.dtype)
 
     def _update_rows(self, p, indices, values, state):

@@ -10,20 +10,20 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .nn import _check_positive_int
+from .nn import check_positive_int
 from .parallel import run_parallel, worker_count
 from .row_kernels import gather_rows
 from .tensor import Tensor, no_grad
 
 # %% auto #0
-__all__ = ['time_call', 'copy_functions', 'EmbeddingProfiler', 'analyze_embedding_system_design']
+__all__ = ['time_call', 'lookup_bytes', 'copy_functions', 'EmbeddingProfiler', 'analyze_embedding_system_design']
 
 # %% ../../nbs/11c_profiling.ipynb #timer
 def time_call(fn, repeats: int = 20, warmup: int = 3, clock=time.perf_counter) -> Dict[str, float]:
     """Run `fn()` `warmup` times unmeasured, then `repeats` times: median, min, max and quartiles in ms.
 
     `clock()` returns seconds; tests pass a fake clock to get exact, repeatable timings."""
-    repeats = _check_positive_int('repeats', repeats)
+    repeats = check_positive_int('repeats', repeats)
     if not callable(clock):
         raise TypeError(f"clock must be a function returning seconds (like time.perf_counter), got {clock!r}")
     for _ in range(warmup):
@@ -38,7 +38,7 @@ def time_call(fn, repeats: int = 20, warmup: int = 3, clock=time.perf_counter) -
             'q1_ms': float(q1), 'q3_ms': float(q3), 'repeats': repeats}
 
 # %% ../../nbs/11c_profiling.ipynb #bandwidth
-def _lookup_bytes(n_tokens: int, dim: int, itemsize: int, id_itemsize: int = 8) -> int:
+def lookup_bytes(n_tokens: int, dim: int, itemsize: int, id_itemsize: int = 8) -> int:
     "Bytes a lookup moves: read the rows, write the output, read the ids."
     return n_tokens * (2 * dim * itemsize + id_itemsize)
 
@@ -56,7 +56,7 @@ class EmbeddingProfiler:
     def __init__(self, repeats: int = 20, warmup: int = 3, seed: int = 0, clock=time.perf_counter):
         if not callable(clock):
             raise TypeError(f"clock must be a function returning seconds (like time.perf_counter), got {clock!r}")
-        self.repeats, self.warmup, self.clock = _check_positive_int('repeats', repeats), warmup, clock
+        self.repeats, self.warmup, self.clock = check_positive_int('repeats', repeats), warmup, clock
         self.rng = np.random.default_rng(seed)
         self.bandwidth_gb_s: Optional[float] = None
         self.results: Dict[str, dict] = {}
@@ -68,7 +68,7 @@ class EmbeddingProfiler:
     def measure_memory_bandwidth(self, size_mb: int = 256) -> float:
         """This machine's copy bandwidth in GB/s (read + write), from `np.copyto` on `size_mb` MiB:
         the better of one thread and `worker_count()` threads each copying a slice (the lookups use both)."""
-        n = _check_positive_int('size_mb', size_mb) * 2**20 // 4
+        n = check_positive_int('size_mb', size_mb) * 2**20 // 4
         src, dst = np.ones(n, np.float32), np.zeros(n, np.float32)    # both written once: no page faults timed
         copies, repeats = copy_functions(src, dst), max(5, self.repeats // 2)
         one = self._time(copies['one thread'], repeats, warmup=1)
@@ -101,7 +101,7 @@ class EmbeddingProfiler:
                 g = self._time(lambda: gather_rows(layer.weight.data, next(again), reused))
                 ids = pool[0]
                 seconds, n = t['median_ms'] / 1e3, batch * seq
-                moved = _lookup_bytes(n, dim, itemsize, ids.itemsize)
+                moved = lookup_bytes(n, dim, itemsize, ids.itemsize)
                 gather_gb_s = moved / (g['median_ms'] / 1e3) / 1e9
                 results[f"batch_{batch}_seq_{seq}"] = {
                     'batch_size': batch, 'seq_length': seq, 'total_tokens': n,

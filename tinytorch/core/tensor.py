@@ -9,7 +9,7 @@ import contextlib
 import numpy as np
 
 # %% auto #0
-__all__ = ['is_grad_enabled', 'no_grad', 'Tensor', 'RowSparseGrad', 'cross_entropy']
+__all__ = ['is_grad_enabled', 'no_grad', 'unbroadcast', 'Tensor', 'RowSparseGrad', 'accumulate_grad', 'cross_entropy']
 
 # %% ../../nbs/01_tensor.ipynb #grad-mode
 _grad_enabled = True
@@ -43,7 +43,7 @@ def _as_array(data, dtype=None) -> np.ndarray:
     return arr
 
 # %% ../../nbs/01_tensor.ipynb #unbroadcast
-def _unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
+def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     "Sum `grad` over the axes that broadcasting added or stretched, giving an array of `shape`."
     if grad.shape == shape:
         return grad
@@ -232,7 +232,7 @@ def _backward(self: Tensor, grad=None):
         if g is None:
             continue
         if node._grad_fn is None:
-            _accumulate(node, g)
+            accumulate_grad(node, g)
             continue
         if isinstance(g, RowSparseGrad):
             g = g.to_dense()             # operations only understand arrays
@@ -252,7 +252,7 @@ def _add_grads(a, b):
         return b.add_to(a.copy())
     return a + b
 
-def _accumulate(leaf: Tensor, g):
+def accumulate_grad(leaf: Tensor, g):
     "Add gradient `g` (array or RowSparseGrad) into `leaf.grad`, following the table above."
     old = leaf.grad
     if isinstance(g, RowSparseGrad):
@@ -281,26 +281,26 @@ def _wrap(x, like: Tensor) -> Tensor:
 def _add(a, b):
     a, b = _wrap(a, b) if not isinstance(a, Tensor) else a, _wrap(b, a)
     return Tensor._from_op(a.data + b.data, (a, b),
-                           lambda g: (_unbroadcast(g, a.shape) if a.requires_grad else None,
-                                      _unbroadcast(g, b.shape) if b.requires_grad else None))
+                           lambda g: (unbroadcast(g, a.shape) if a.requires_grad else None,
+                                      unbroadcast(g, b.shape) if b.requires_grad else None))
 
 def _sub(a, b):
     a, b = _wrap(a, b) if not isinstance(a, Tensor) else a, _wrap(b, a)
     return Tensor._from_op(a.data - b.data, (a, b),
-                           lambda g: (_unbroadcast(g, a.shape) if a.requires_grad else None,
-                                      _unbroadcast(-g, b.shape) if b.requires_grad else None))
+                           lambda g: (unbroadcast(g, a.shape) if a.requires_grad else None,
+                                      unbroadcast(-g, b.shape) if b.requires_grad else None))
 
 def _mul(a, b):
     a, b = _wrap(a, b) if not isinstance(a, Tensor) else a, _wrap(b, a)
     return Tensor._from_op(a.data * b.data, (a, b),
-                           lambda g: (_unbroadcast(g * b.data, a.shape) if a.requires_grad else None,
-                                      _unbroadcast(g * a.data, b.shape) if b.requires_grad else None))
+                           lambda g: (unbroadcast(g * b.data, a.shape) if a.requires_grad else None,
+                                      unbroadcast(g * a.data, b.shape) if b.requires_grad else None))
 
 def _div(a, b):
     a, b = _wrap(a, b) if not isinstance(a, Tensor) else a, _wrap(b, a)
     return Tensor._from_op(a.data / b.data, (a, b),
-                           lambda g: (_unbroadcast(g / b.data, a.shape) if a.requires_grad else None,
-                                      _unbroadcast(-g * a.data / (b.data * b.data), b.shape) if b.requires_grad else None))
+                           lambda g: (unbroadcast(g / b.data, a.shape) if a.requires_grad else None,
+                                      unbroadcast(-g * a.data / (b.data * b.data), b.shape) if b.requires_grad else None))
 
 def _neg(a):
     return Tensor._from_op(-a.data, (a,), lambda g: (-g,))
@@ -334,7 +334,7 @@ def _matmul(a, b):
         gb = np.swapaxes(a2, -1, -2) @ g2
         if a.ndim == 1: ga = ga[..., 0, :]
         if b.ndim == 1: gb = gb[..., :, 0]
-        return _unbroadcast(ga, a.shape), _unbroadcast(gb, b.shape)
+        return unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)
     return Tensor._from_op(a.data @ b.data, (a, b), grad_fn)
 
 Tensor.__matmul__ = _matmul

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -16,36 +15,21 @@ import tempfile
 from pathlib import Path
 
 from .errors import BadInput, MissingInput, OutputInTheWay
-from .nbtests import _EXPORT_DIRECTIVES, _TEST_FUNC, parse_directives
+from tinytorch.course.notebooks import (
+    ANSWER_MARKER, BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, EXPORT_DIRECTIVES, TEST_FUNC, NotebookError,
+    cell_directives, cell_source, default_exp, nbgrader_fields, read_nb, strip_hidden_tests, write_nb,
+)
 
 # %% auto #0
-__all__ = ['BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'SKIP_TAG', 'NBGRADER_CONFIG', 'KERNEL_ARGS',
-           'WORKSPACE_PYPROJECT', 'WORKSPACE_README', 'WORKSPACE_TOOLING', 'MarkerError', 'strip_hidden_tests',
-           'cell_role', 'nbgrader_metadata', 'expected_metadata', 'sync_metadata', 'graded_parts', 'module_number',
-           'find_notebook', 'graded_notebooks', 'check_metadata', 'write_course', 'tool_env', 'run_nbgrader',
-           'public_text', 'secret_lines', 'notebook_text', 'find_leaks', 'release', 'run_notebook_tests',
-           'format_report', 'workspace_leaks', 'build_workspace']
+__all__ = ['SKIP_TAG', 'NBGRADER_CONFIG', 'KERNEL_ARGS', 'WORKSPACE_PYPROJECT', 'WORKSPACE_README', 'WORKSPACE_TOOLING',
+           'MarkerError', 'cell_role', 'nbgrader_metadata', 'expected_metadata', 'sync_metadata', 'graded_parts',
+           'module_number', 'find_notebook', 'graded_notebooks', 'check_metadata', 'write_course', 'tool_env',
+           'run_nbgrader', 'public_text', 'secret_lines', 'notebook_text', 'find_leaks', 'release',
+           'run_notebook_tests', 'format_report', 'workspace_leaks', 'build_workspace']
 
 # %% ../../nbs/91_assignments.ipynb #markers
-BEGIN_SOLUTION, END_SOLUTION = '### BEGIN SOLUTION', '### END SOLUTION'
-BEGIN_HIDDEN, END_HIDDEN = '### BEGIN HIDDEN TESTS', '### END HIDDEN TESTS'
-_ANSWER = re.compile(r'^\s*<!--\s*answer:\s*(\d+(?:\.\d+)?)\s*points?\s*-->', re.I)
-
 class MarkerError(BadInput):
     "A notebook's grading markers are inconsistent."
-
-def strip_hidden_tests(source: str) -> str:
-    "`source` without its `### BEGIN HIDDEN TESTS` … `### END HIDDEN TESTS` blocks (markers included)."
-    out, hidden = [], False
-    for line in source.splitlines(keepends=True):
-        if line.strip() == BEGIN_HIDDEN: hidden = True
-        elif line.strip() == END_HIDDEN: hidden = False
-        elif not hidden: out.append(line)
-    return ''.join(out)
-
-def _source(cell) -> str:
-    src = cell.get('source', '')
-    return ''.join(src) if isinstance(src, list) else src
 
 def _balanced(src: str, begin: str, end: str, where: str) -> bool:
     "True if `src` holds begin/end pairs (properly nested, none left open); raise otherwise."
@@ -62,19 +46,19 @@ def _balanced(src: str, begin: str, end: str, where: str) -> bool:
 
 def cell_role(cell, where: str = 'cell') -> tuple:
     "(role, grade_id, points) for a cell: role is 'solution', 'test', 'answer', 'given' or None."
-    src, cid = _source(cell), cell.get('id', '')
+    src, cid = cell_source(cell), cell.get('id', '')
     if cell['cell_type'] == 'markdown':
-        m = _ANSWER.match(src)
+        m = ANSWER_MARKER.match(src)
         return ('answer', cid, float(m.group(1))) if m else (None, None, None)
     if cell['cell_type'] != 'code':
         return (None, None, None)
-    directives = parse_directives(src)
+    directives = cell_directives(cell)
     has_solution = _balanced(src, BEGIN_SOLUTION, END_SOLUTION, where)
     has_hidden = _balanced(src, BEGIN_HIDDEN, END_HIDDEN, where)
     if 'points' in directives:
         if has_solution:
             raise MarkerError(f"{where}: a test cell must not contain a solution region")
-        names = _TEST_FUNC.findall(src)
+        names = TEST_FUNC.findall(src)
         if len(names) != 1:
             raise MarkerError(f"{where}: a '#| points' cell must define exactly one test_ function, found {names}")
         try:
@@ -88,7 +72,7 @@ def cell_role(cell, where: str = 'cell') -> tuple:
         raise MarkerError(f"{where}: hidden tests outside a '#| points' test cell")
     if has_solution:
         return ('solution', cid, None)
-    if _EXPORT_DIRECTIVES & directives.keys():
+    if EXPORT_DIRECTIVES & directives.keys():
         return ('given', cid, None)
     return (None, None, None)
 
@@ -144,18 +128,18 @@ def _apply(nb: dict, expected: list) -> list:
 def sync_metadata(path, check: bool = False) -> list:
     "Make `path`'s nbgrader metadata match its markers; with `check`, only report. Returns changed cell ids."
     path = Path(path)
-    nb = json.loads(path.read_text(encoding='utf-8'))
+    nb = read_nb(path)
     changed = _apply(nb, expected_metadata(nb, path.name))
     if changed and not check:
-        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n', encoding='utf-8')
+        write_nb(nb, path)
     return [nb['cells'][i].get('id', str(i)) for i in changed]
 
 def graded_parts(path) -> list:
     "[(grade_id, role, points)] of a notebook's graded cells (tests and written answers), in order."
-    nb = json.loads(Path(path).read_text(encoding='utf-8'))
+    nb = read_nb(path)
     parts = []
     for cell in nb['cells']:
-        g = cell.get('metadata', {}).get('nbgrader') or {}
+        g = nbgrader_fields(cell)
         if g.get('grade'):
             parts.append((g['grade_id'], 'answer' if g.get('solution') else 'test', float(g.get('points', 0))))
     return parts
@@ -230,16 +214,16 @@ def run_nbgrader(course_dir, *args, timeout: float | None = None) -> subprocess.
 def _partition(notebook, solutions: bool = True) -> tuple:
     """(secret lines, public lines) of a notebook: lines inside hidden-test blocks and (if `solutions`)
     solution regions and written-answer cells are secret, every other line is public."""
-    nb = json.loads(Path(notebook).read_text(encoding='utf-8'))
+    nb = read_nb(notebook)
     secret, public = [], []
     begins = (BEGIN_SOLUTION, BEGIN_HIDDEN) if solutions else (BEGIN_HIDDEN,)
     ends = (END_SOLUTION, END_HIDDEN) if solutions else (END_HIDDEN,)
     for cell in nb['cells']:
-        if cell.get('metadata', {}).get('nbgrader', {}).get('solution') and cell['cell_type'] == 'markdown':
-            (secret if solutions else public).extend(_source(cell).splitlines())
+        if nbgrader_fields(cell).get('solution') and cell['cell_type'] == 'markdown':
+            (secret if solutions else public).extend(cell['source'].splitlines())
             continue
         inside = False
-        for line in _source(cell).splitlines():
+        for line in cell['source'].splitlines():
             if line.strip() in begins:
                 inside = True
             elif line.strip() in ends:
@@ -262,10 +246,10 @@ def secret_lines(notebook, min_length: int = 30, solutions: bool = True) -> set:
 
 def notebook_text(path) -> str:
     "All cell sources and outputs of a notebook as plain text (JSON escapes undone)."
-    nb = json.loads(Path(path).read_text(encoding='utf-8'))
+    nb = read_nb(path)
     parts = []
     for cell in nb['cells']:
-        parts.append(_source(cell))
+        parts.append(cell['source'])
         for out in cell.get('outputs', []):
             parts.append(json.dumps(out, ensure_ascii=False))
     return '\n'.join(parts)
@@ -303,13 +287,9 @@ KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]   # a student sees the report, n
 
 def run_notebook_tests(notebook, timeout: int = 60) -> dict:
     "Execute `notebook` in a fresh kernel; per graded test cell: grade_id, points, max_points, error."
-    import nbformat
     from nbclient import NotebookClient
     path = Path(notebook).resolve()
-    try:
-        nb = nbformat.read(str(path), as_version=4)
-    except (ValueError, nbformat.ValidationError) as e:      # not UTF-8, not JSON, not a notebook
-        raise BadInput(f"{path}: not a readable notebook ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+    nb = read_nb(path)
     client = NotebookClient(nb, timeout=timeout, kernel_name='python3', allow_errors=True,
                             interrupt_on_timeout=True, record_timing=False, extra_arguments=KERNEL_ARGS,
                             error_on_timeout={'ename': 'CellTimeoutError',
@@ -321,9 +301,9 @@ def run_notebook_tests(notebook, timeout: int = 60) -> dict:
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != 'code':
             continue
-        d, error = parse_directives(cell.source), _cell_error(cell)
+        d, error = cell_directives(cell), _cell_error(cell)
         if 'points' in d:
-            names = _TEST_FUNC.findall(cell.source)
+            names = TEST_FUNC.findall(cell.source)
             points = float(d['points'])
             parts.append({'grade_id': names[0] if names else cell.get('id', str(i)), 'max_points': points,
                           'points': 0.0 if error else points, 'error': error})
@@ -358,7 +338,7 @@ name = "tinytorch"
 dynamic = ["version"]
 description = "tinytorch student workspace: module {module}"
 requires-python = ">=3.10"
-dependencies = ["numpy>=1.24", "nbdev>=3.0", "jupyterlab", "nbclient", "ipykernel", "matplotlib>=3.7"]
+dependencies = ["numpy>=1.24", "nbdev>=3.0", "nbformat>=5.7", "jupyterlab", "nbclient", "ipykernel", "matplotlib>=3.7"]
 
 [project.scripts]
 tinytorch = "tinytorch.cli:main"
@@ -401,13 +381,13 @@ The other notebooks in `nbs/` are given complete: the earlier modules (tensor, n
 and the library code this module builds on (its lettered notebooks, e.g. `11b_row_kernels`).
 '''
 
-WORKSPACE_TOOLING = ('89_errors', '90_nbtests', '91_assignments', '92_cli')
+WORKSPACE_TOOLING = ('89_errors', '89_notebooks', '90_nbtests', '91_assignments', '92_cli')
 
 def _strip_hidden_tests(nb: dict) -> dict:
     "A copy of `nb` whose cells have no hidden-test blocks."
     nb = copy.deepcopy(nb)
     for cell in nb['cells']:
-        cell['source'] = strip_hidden_tests(_source(cell))
+        cell['source'] = strip_hidden_tests(cell['source'])
     return nb
 
 def workspace_leaks(folder, secrets: set) -> list:
@@ -418,14 +398,13 @@ def workspace_leaks(folder, secrets: set) -> list:
             continue
         try:
             text = notebook_text(path) if path.suffix == '.ipynb' else path.read_text(encoding='utf-8')
-        except (UnicodeDecodeError, json.JSONDecodeError, KeyError):
+        except (UnicodeDecodeError, NotebookError, KeyError):
             continue
         hits += [(str(path), s) for s in find_leaks(secrets, text)]
     return hits
 
 def build_workspace(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
     "Write a student workspace for `module` into `dest` (which must not exist or be empty)."
-    from tinytorch.course.nbtests import read_notebook
     nbs_dir, dest = Path(nbs_dir), Path(dest)
     if dest.exists() and any(dest.iterdir()):
         raise OutputInTheWay(f"{dest} is not empty; choose a new folder for the workspace")
@@ -437,13 +416,12 @@ def build_workspace(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
              if p.name[:2] < number or (p.name[:2] == number and p != source)]   # engine notebooks (11a, 11b, ...)
     given += [nbs_dir / f'{stem}.ipynb' for stem in WORKSPACE_TOOLING]
     for nb_path in given:
-        nb = json.loads(nb_path.read_text(encoding='utf-8'))
-        (dest / 'nbs' / nb_path.name).write_text(json.dumps(_strip_hidden_tests(nb), indent=1, ensure_ascii=False) + '\n')
-    default_exp, _ = read_notebook(source)
+        write_nb(_strip_hidden_tests(read_nb(nb_path)), dest / 'nbs' / nb_path.name)
+    module_name = default_exp(read_nb(source))
     title = source.stem.split('_', 1)[1].replace('_', ' ').title()
     (dest / 'pyproject.toml').write_text(WORKSPACE_PYPROJECT.format(module=int(number)))
     (dest / 'README.md').write_text(WORKSPACE_README.format(module=int(number), title=title, notebook=source.name,
-                                                            modname=default_exp.split('.')[-1]))
+                                                            modname=module_name.split('.')[-1]))
     (dest / '.gitignore').write_text('.venv/\n__pycache__/\n*.egg-info/\n.ipynb_checkpoints/\n_docs/\n')
     (dest / 'tinytorch').mkdir(exist_ok=True)
     (dest / 'tinytorch' / '__init__.py').write_text('__version__ = "0.1.0"\n')

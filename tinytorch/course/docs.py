@@ -20,27 +20,22 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .assignments import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, KERNEL_ARGS, _source,
-                                          cell_role, find_leaks, public_text, secret_lines, strip_hidden_tests)
+from .assignments import KERNEL_ARGS, cell_role, find_leaks, public_text, secret_lines
+from .notebooks import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, EXPORT_DIRECTIVES,
+                                        cell_source, default_exp, parse_directives, read_nb, strip_hidden_tests, write_nb)
 from .errors import BadInput, MissingInput, NotReady, OutputInTheWay
-from .nbtests import _EXPORT_DIRECTIVES, parse_directives, read_notebook
 
 # %% auto #0
-__all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'LINK_TARGETS_FILE', 'read_nb', 'course_notebooks', 'api_markdown',
-           'documented_names', 'link_targets', 'linkify', 'rst_docstring', 'autodoc_docstring', 'prepare_notebook',
-           'execute_notebook', 'publish_notebook', 'api_reference', 'site_text_views', 'site_secrets', 'check_site',
-           'build_docs']
+__all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'LINK_TARGETS_FILE', 'course_notebooks', 'api_markdown', 'documented_names',
+           'link_targets', 'linkify', 'rst_docstring', 'autodoc_docstring', 'prepare_notebook', 'execute_notebook',
+           'publish_notebook', 'api_reference', 'site_text_views', 'site_secrets', 'check_site', 'build_docs']
 
 # %% ../../nbs/94_docs.ipynb #find
-def read_nb(path) -> dict:
-    "A notebook as a plain dict."
-    return json.loads(Path(path).read_text(encoding='utf-8'))
-
 def course_notebooks(nbs_dir='nbs', prefix: str | None = 'core.') -> list:
     "`(path, module)` of the numbered notebooks in `nbs_dir` that export a module starting with `prefix` (None: all)."
     found = []
     for path in sorted(Path(nbs_dir).glob('[0-9]*.ipynb')):
-        module = read_notebook(path)[0]        # its default_exp
+        module = default_exp(read_nb(path))
         if module and (prefix is None or module.startswith(prefix)):
             found.append((path, module))
     return found
@@ -162,7 +157,7 @@ def prepare_notebook(nb: dict) -> dict:
     nb = copy.deepcopy(nb)
     cells = []
     for i, cell in enumerate(nb['cells']):
-        src, meta = _source(cell), cell.setdefault('metadata', {})
+        src, meta = cell_source(cell), cell.setdefault('metadata', {})
         role = cell_role(cell, where=f"cell {i} ({cell.get('id')})")[0]
         meta[DOCS_KEY] = {'role': role}
         if cell['cell_type'] == 'markdown' and role == 'answer':
@@ -189,7 +184,7 @@ def execute_notebook(nb: dict, cwd, timeout: int = 600) -> dict:
                             extra_arguments=KERNEL_ARGS,
                             resources={'metadata': {'path': str(Path(cwd).resolve())}})
     client.execute(env=env)
-    return json.loads(nbformat.writes(node))
+    return node
 
 # %% ../../nbs/94_docs.ipynb #publish
 _IMAGES = ('image/png', 'image/jpeg', 'image/svg+xml', 'image/gif')
@@ -223,25 +218,25 @@ def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict
         tags = [t for t in cell['metadata'].get('tags', []) if t != 'skip-execution']
         cell['metadata'] = {'tags': tags} if tags else {}
         if cell['cell_type'] == 'markdown':
-            cell['source'] = link(_source(cell))
+            cell['source'] = link(cell_source(cell))
             out.append(cell); continue
         if cell['cell_type'] != 'code': out.append(cell); continue
         if role == 'setup' or 'default_exp' in directives or 'hide' in directives:
             continue
-        if _EXPORT_DIRECTIVES & directives.keys():
+        if EXPORT_DIRECTIVES & directives.keys():
             if 'exporti' in directives: continue
-            for name in documented_names(_source(cell)):
+            for name in documented_names(cell_source(cell)):
                 if not hasattr(mod, name):
                     raise NotReady(f"{name} is defined in an exported cell but missing from tinytorch.{module}: "
                                    "run nbdev-export")
                 entry = api_markdown(getattr(mod, name), name, mod.__name__, index=False)
                 out.append(_md_cell(entry, f"{cell.get('id', 'cell')}-api-{name}"))
             continue
-        if role == 'solution' or BEGIN_SOLUTION in _source(cell) or str(directives.get('echo', '')).lower() == 'false':
+        if role == 'solution' or BEGIN_SOLUTION in cell_source(cell) or str(directives.get('echo', '')).lower() == 'false':
             cell['source'] = ''
             cell['metadata']['tags'] = sorted(set(tags) | {'remove-input'})
         else:
-            cell['source'] = _strip_directives(_source(cell))
+            cell['source'] = _strip_directives(cell_source(cell))
         if str(directives.get('output', '')).lower() == 'false': cell['outputs'] = []
         for output in cell.get('outputs', []):
             if output.get('output_type') == 'error':
@@ -335,8 +330,7 @@ def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/
         path, module = item
         t0 = time.perf_counter()
         executed = execute_notebook(prepare_notebook(read_nb(path)), nbs_dir, timeout)
-        (src / 'modules' / path.name).write_text(
-            json.dumps(publish_notebook(executed, module, targets), indent=1, ensure_ascii=False) + '\n', encoding='utf-8')
+        write_nb(publish_notebook(executed, module, targets), src / 'modules' / path.name)
         _log(verbose, f'executed {path.name} in {time.perf_counter() - t0:.1f} s')
     # Starting a kernel costs more than most notebooks' cells: run `jobs` notebooks at a time.
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinytorch.course.assignments import (
-    find_notebook, run_nbgrader, strip_hidden_tests, tool_env, write_course,
+    find_notebook, run_nbgrader, tool_env, write_course,
 )
 from .errors import BadInput, MissingInput, NotReady
-from .nbtests import _EXPORT_DIRECTIVES, parse_directives
+from tinytorch.course.notebooks import (
+    NotebookError, cell_source, default_exp, is_exported, read_nb, strip_hidden_tests, write_nb,
+)
 from .recheck import RecheckFailed, RecheckResult, new_token, read_results, recheck_command
 
 # %% auto #0
@@ -224,9 +226,8 @@ def exported_source(nb: dict) -> str:
     "The concatenated `#| export` cells of a notebook, directives removed: the module nbdev would write."
     parts = []
     for cell in nb['cells']:
-        src = ''.join(cell['source']) if isinstance(cell['source'], list) else cell['source']
-        if cell['cell_type'] == 'code' and _EXPORT_DIRECTIVES & parse_directives(src).keys():
-            parts.append('\n'.join(l for l in src.splitlines() if not l.startswith('#|')))
+        if cell['cell_type'] == 'code' and is_exported(cell):
+            parts.append('\n'.join(l for l in cell_source(cell).splitlines() if not l.startswith('#|')))
     return '# exported from a student submission by tinytorch grade\n\n' + '\n\n'.join(parts) + '\n'
 
 def _killed(returncode: int) -> bool:
@@ -256,8 +257,7 @@ def sanitize_for_feedback(nb: dict) -> dict:
     for cell in nb['cells']:
         if cell['cell_type'] != 'code':
             continue
-        src = ''.join(cell['source']) if isinstance(cell['source'], list) else cell['source']
-        cell['source'] = strip_hidden_tests(src)
+        cell['source'] = strip_hidden_tests(cell_source(cell))
         for out in cell.get('outputs', []):
             if out.get('output_type') == 'error':
                 out['traceback'] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
@@ -320,7 +320,7 @@ def _expected_parts(source: dict) -> dict:
             if (c.get('metadata', {}).get('nbgrader') or {}).get('grade')}
 
 def _unran_graded_cells(autograded: Path) -> list:
-    nb = json.loads(autograded.read_text(encoding='utf-8'))
+    nb = read_nb(autograded)
     return [c['metadata']['nbgrader']['grade_id'] for c in nb['cells']
             if c['cell_type'] == 'code' and (c['metadata'].get('nbgrader') or {}).get('grade')
             and c.get('execution_count') is None]
@@ -334,12 +334,9 @@ def empty_parts(source: dict) -> dict:
 def _read_submission(path: Path) -> dict:
     "The submission as a notebook dict; RuntimeError when it is not one."
     try:
-        nb = json.loads(path.read_text(encoding='utf-8'))
-    except (OSError, UnicodeDecodeError, ValueError):
-        nb = None
-    if not isinstance(nb, dict) or not isinstance(nb.get('cells'), list):
-        raise RuntimeError(f"{path.name} is not a readable notebook")
-    return nb
+        return read_nb(path)
+    except (NotebookError, UnicodeDecodeError, OSError):
+        raise RuntimeError(f"{path.name} is not a readable notebook") from None
 
 def _apply_recheck(result: StudentResult, verdicts: RecheckResult):
     "Record the re-check's points on each code part, and flag where it disagrees with nbgrader."
@@ -357,7 +354,7 @@ def _apply_recheck(result: StudentResult, verdicts: RecheckResult):
 def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, slot: int = 0) -> StudentResult:
     "Check, grade (twice) and post-check one student's submission in a private temporary copy."
     start, result = time.perf_counter(), StudentResult(student, sandboxed=setup.sandbox is not None)
-    source = json.loads(setup.notebook.read_text(encoding='utf-8'))
+    source = read_nb(setup.notebook)
     expected = _expected_parts(source)
     result.parts = empty_parts(source)
     uid = _FIRST_UID + slot if (setup.sandbox is not None and uid_layer()) else None
@@ -374,7 +371,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
         shutil.copy(setup.template / 'gradebook.db', nbgrader_dir)
         target = nbgrader_dir / 'submitted' / student / setup.assignment / setup.notebook.name
         target.parent.mkdir(parents=True)
-        target.write_text(json.dumps(submission), encoding='utf-8')
+        write_nb(submission, target)
         run = run_isolated([sys.executable, '-m', 'nbgrader', 'autograde', setup.assignment, '--student', student,
                             f'--CourseDirectory.root={nbgrader_dir}'], nbgrader_dir, setup.wall_seconds, uid, setup.sandbox)
         if _killed(run.returncode):
@@ -413,7 +410,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
 
 def write_feedback(result: StudentResult, assignment: str, dest: Path) -> Path:
     "Feedback HTML for one student: a score table, then their autograded notebook without hidden tests."
-    nb = json.loads(result.autograded.read_text(encoding='utf-8'))
+    nb = read_nb(result.autograded)
     rows = ['| part | points | status |', '|---|---|---|']
     for gid, p in result.parts.items():
         status, _ = part_status(result, p)
@@ -430,7 +427,7 @@ def render_feedback(nb: dict, header: str, dest: Path) -> Path:
     import nbformat
     nb = dict(nb, cells=[{'cell_type': 'markdown', 'metadata': {}, 'source': header, 'id': 'tinytorch-feedback'},
                          *nb['cells']])
-    node = nbformat.reads(json.dumps(sanitize_for_feedback(nb)), as_version=4)   # joins multi-line sources
+    node = nbformat.from_dict(sanitize_for_feedback(nb))   # the notebook type nbconvert expects
     body, _ = HTMLExporter(template_name='classic').from_notebook_node(node)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(body, encoding='utf-8')
@@ -445,8 +442,7 @@ def find_submissions(submissions_dir, notebook_name: str) -> list:
     return [(p.name, p / notebook_name if (p / notebook_name).exists() else None) for p in folders]
 
 def _default_exp(notebook: Path) -> str:
-    from tinytorch.course.nbtests import read_notebook
-    exp, _ = read_notebook(notebook)
+    exp = default_exp(read_nb(notebook))
     if not exp:
         raise BadInput(f"{notebook.name} has no '#| default_exp' cell")
     return exp
@@ -670,7 +666,7 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
         def work(item):
             student, path = item
             if not _STUDENT_ID.match(student):
-                source = json.loads(setup.notebook.read_text(encoding='utf-8'))
+                source = read_nb(setup.notebook)
                 return StudentResult(student, empty_parts(source), failure=f"folder name {student!r} is not a "
                                      "valid student id", sandboxed=setup.sandbox is not None)
             slot = slots.get()

@@ -26,6 +26,7 @@ from pathlib import Path
 from .assignments import find_leaks, module_number, secret_lines
 from .errors import BadInput, MissingInput, NotReady
 from .grading import render_feedback
+from .notebooks import nbgrader_fields, read_nb
 from .shards import read_grades_csv
 
 # %% auto #0
@@ -253,7 +254,7 @@ def with_comments(nb: dict, comments: dict) -> dict:
     cells = []
     for cell in nb['cells']:
         cells.append(cell)
-        grade_id = (cell.get('metadata', {}).get('nbgrader') or {}).get('grade_id')
+        grade_id = nbgrader_fields(cell).get('grade_id')
         if comments.get(grade_id):
             cells.append(_comment_cell(grade_id, comments[grade_id]))
     return dict(nb, cells=cells)
@@ -267,7 +268,7 @@ def regenerate_feedback(course: Path, assignment: str, parts: dict, rows: list) 
         autograded = course / 'autograded' / row['student'] / assignment / f"{assignment}.ipynb"
         if not autograded.is_file():
             continue
-        nb = with_comments(json.loads(autograded.read_text(encoding='utf-8')),
+        nb = with_comments(read_nb(autograded),
                            {p: s['comment'] for p, s in scores.get(row['student'], {}).items()})
         page = render_feedback(nb, _feedback_header(assignment, row, parts),
                                course / 'feedback' / row['student'] / assignment / f"{assignment}.html")

@@ -9,7 +9,6 @@ import ast
 import contextlib
 import importlib
 import io
-import json
 import os
 import re
 import sys
@@ -17,14 +16,13 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .notebooks import EXPORT_DIRECTIVES, TEST_FUNC, cell_directives, default_exp, nbgrader_fields, read_nb
+
 # %% auto #0
-__all__ = ['NotebookCell', 'parse_directives', 'read_notebook', 'defined_names', 'exported_public_names', 'NotebookTestError',
-           'NotebookRun', 'check_exports']
+__all__ = ['NotebookCell', 'code_cells', 'defined_names', 'exported_public_names', 'NotebookTestError', 'NotebookRun',
+           'check_exports']
 
 # %% ../../nbs/90_nbtests.ipynb #cells
-_EXPORT_DIRECTIVES = {'export', 'exports', 'exporti'}
-_TEST_FUNC = re.compile(r'^def (test_\w+)\s*\(', re.M)
-
 @dataclass
 class NotebookCell:
     "One code cell of a notebook, classified for running against a package."
@@ -35,7 +33,7 @@ class NotebookCell:
     grade_id: str | None = None
 
     @property
-    def exported(self) -> bool: return bool(_EXPORT_DIRECTIVES & self.directives.keys())
+    def exported(self) -> bool: return bool(EXPORT_DIRECTIVES & self.directives.keys())
     @property
     def skipped(self) -> bool: return self.directives.get('eval', '').strip().lower() == 'false'
     @property
@@ -43,38 +41,23 @@ class NotebookCell:
         return float(self.directives['points']) if 'points' in self.directives else None
     @property
     def test_function(self) -> str | None:
-        m = _TEST_FUNC.search(self.source)
+        m = TEST_FUNC.search(self.source)
         return m.group(1) if m else None
     @property
     def name(self) -> str:
         "The item name: grade_id, else the test function, else `cell[<id>]`."
         return self.grade_id or self.test_function or f"cell[{self.cell_id}]"
 
-def parse_directives(source: str) -> dict:
-    "nbdev-style `#| key: value` / `#| key value` lines at the top of a cell."
-    out = {}
-    for line in source.splitlines():
-        if not line.startswith('#|'):
-            if line.strip(): break
-            continue
-        body = line[2:].strip()
-        key, _, value = body.partition(':') if ':' in body.split(' ')[0] else body.partition(' ')
-        out[key.strip()] = value.strip()
-    return out
-
-def read_notebook(path) -> tuple:
-    "(default_exp module name or None, list of NotebookCell for every code cell)."
-    nb = json.loads(Path(path).read_text(encoding='utf-8'))
-    cells, default_exp = [], None
+def code_cells(nb) -> list:
+    "A `NotebookCell` for every code cell of the notebook `nb`."
+    cells = []
     for i, c in enumerate(nb['cells']):
         if c['cell_type'] != 'code':
             continue
-        src = ''.join(c['source']) if isinstance(c['source'], list) else c['source']
-        d = parse_directives(src)
-        default_exp = default_exp or d.get('default_exp')
-        grade_id = (c.get('metadata', {}).get('nbgrader') or {}).get('grade_id')
-        cells.append(NotebookCell(i, c.get('id', str(i)), src, d, grade_id if 'points' in d else None))
-    return default_exp, cells
+        d = cell_directives(c)
+        grade_id = nbgrader_fields(c).get('grade_id')
+        cells.append(NotebookCell(i, c.get('id', str(i)), c['source'], d, grade_id if 'points' in d else None))
+    return cells
 
 # %% ../../nbs/90_nbtests.ipynb #names
 def defined_names(source: str) -> set:
@@ -108,7 +91,8 @@ class NotebookRun:
     def __init__(self, notebook, package: str = 'tinytorch'):
         self.path = Path(notebook)
         self.package = package
-        self.default_exp, self.cells = read_notebook(self.path)
+        nb = read_nb(self.path)
+        self.default_exp, self.cells = default_exp(nb), code_cells(nb)
         self.module = None
         self.namespace = None
         self._next = 0
@@ -185,15 +169,16 @@ class NotebookRun:
 
 def check_exports(notebook, package: str = 'tinytorch') -> list:
     "Problems with a notebook's exported module: public names missing from the module or its `__all__`."
-    default_exp, cells = read_notebook(notebook)
-    if not default_exp:
+    nb = read_nb(notebook)
+    module_name, cells = default_exp(nb), code_cells(nb)
+    if not module_name:
         return []
-    module = importlib.import_module(f"{package}.{default_exp}")
+    module = importlib.import_module(f"{package}.{module_name}")
     declared = set(getattr(module, '__all__', []))
     problems = []
     for name in sorted(exported_public_names(cells)):
         if not hasattr(module, name):
-            problems.append(f"{package}.{default_exp} lacks `{name}`, which {Path(notebook).name} exports")
+            problems.append(f"{package}.{module_name} lacks `{name}`, which {Path(notebook).name} exports")
         elif name not in declared:
-            problems.append(f"`{name}` is exported by {Path(notebook).name} but missing from {package}.{default_exp}.__all__")
+            problems.append(f"`{name}` is exported by {Path(notebook).name} but missing from {package}.{module_name}.__all__")
     return problems
