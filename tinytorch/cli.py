@@ -221,23 +221,20 @@ def cmd_grade_merge(args) -> int:
     return 0
 
 # %% ../nbs/92_cli.ipynb #main
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
-    return n
+def _int_in(low: int, high: int | None, expected: str):
+    "An argparse type: a whole number in `[low, high]` (`high=None`: no upper bound), else an error saying `expected`."
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {value!r}") from None
+        if n < low or (high is not None and n > high):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {n}")
+        return n
+    return parse
 
-def _port(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number 0 … 65535, got {value!r}")
-    if not 0 <= n <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number 0 … 65535, got {n}")
-    return n
+_positive_int = _int_in(1, None, 'a positive integer')
+_port = _int_in(0, 65535, 'a port number 0 … 65535')
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='tinytorch', description="tinytorch course commands")
