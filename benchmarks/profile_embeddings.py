@@ -1,6 +1,6 @@
 """Where the time of one hot forward + dense backward goes (module 11's Embedding, default 10k x 256, ids 32 x 256).
 
-Usage: python benchmarks/profile_embeddings.py [--config 10k] [--calls 200] [--pause-ms 0.5] [--no-keep-off] [--cpu-time]
+Usage: python benchmarks/profile_embeddings.py [--config 10k] [--calls 200] [--pause-ms 0.5] [--cold] [--no-keep-off] [--cpu-time]
 
 Each piece is timed on its own on the same ids and gradient (hot caches), in rounds that run every
 piece once in a new random order (so that a busy spell of the machine hits all pieces alike), with a
@@ -19,6 +19,9 @@ Pieces (indented ones are parts of the line above them):
     scatter-add            scatter_add_rows(ids, g, vocab) alone
       scatter plan         sorting the ids and planning where each row goes
       writes               what is left: staging, summing and writing the rows
+--cold replaces the pause by a 256 MiB copy (untimed) before every call, as the benchmark's cold regime
+does: caches flushed, so every piece also pays for bringing its data and Python's and NumPy's own code
+back from memory.
 --no-keep-off lets helper threads run on the caller's CPU (the behaviour before they kept off it).
 --cpu-time times the CPU time of the calling thread on one thread (TINYTORCH_NUM_THREADS=1) instead of
 wall time: the work itself, which a busy machine moves much less than wall time (no hand-off then).
@@ -40,9 +43,10 @@ CONFIGS = {"10k": (10_000, 256, (32, 256)), "50k": (50_000, 512, (64, 512)), "10
 CLOCK = time.perf_counter
 
 
-def medians_us(pieces, rounds, pause_s):
+def medians_us(pieces, rounds, pause_s, cold=False):
     """Median µs of each piece, `pieces` = {name: (fn, setup or None)}: every round calls each once, in
-    a new random order, after its `setup()` and a pause (both untimed); 5 warm-up rounds."""
+    a new random order, after its `setup()` and a pause, or with `cold` a cache flush (all untimed); 5 warm-up rounds."""
+    flush = np.ones(2**26, np.float32), np.zeros(2**26, np.float32)     # 256 MiB each, written: no page faults
     order, times = np.random.default_rng(0), {name: [] for name in pieces}
     names = list(pieces)
     for i in range(rounds + 5):
@@ -51,7 +55,9 @@ def medians_us(pieces, rounds, pause_s):
             fn, setup = pieces[name]
             if setup:
                 setup()
-            if pause_s:
+            if cold:
+                np.copyto(flush[1], flush[0])
+            elif pause_s:
                 time.sleep(pause_s)
             start = CLOCK()
             fn()
@@ -77,6 +83,7 @@ def main():
     parser.add_argument("--config", default="10k", choices=list(CONFIGS))
     parser.add_argument("--calls", type=int, default=200, help="rounds (timed calls per piece)")
     parser.add_argument("--pause-ms", type=float, default=0.5, help="pause before every call (0: back to back)")
+    parser.add_argument("--cold", action="store_true", help="a 256 MiB copy before every call instead of the pause")
     parser.add_argument("--no-keep-off", action="store_true", help="helpers may run on the caller's CPU")
     parser.add_argument("--cpu-time", action="store_true", help="the calling thread's CPU time, on one thread")
     args = parser.parse_args()
@@ -127,13 +134,14 @@ def main():
     plan = plan_fn(ids, vocab, dim)
     if plan:
         pieces["scatter plan"] = (plan, None)
-    t = medians_us(pieces, calls, pause)
+    t = medians_us(pieces, calls, pause, args.cold)
     if plan:
         t["writes"] = t["scatter-add"] - t["scatter plan"]
     t["forward bookkeeping"] = t["forward, graph recorded"] - t["forward, no graph"]
 
     clock = "CPU time of one thread" if args.cpu_time else "wall time"
-    print(f"{args.config}: vocab {vocab}, dim {dim}, ids {shape}; {clock}, medians of {calls} interleaved hot calls, {args.pause_ms} ms pause "
+    before = "a 256 MiB copy (cold)" if args.cold else f"{args.pause_ms} ms pause (hot)"
+    print(f"{args.config}: vocab {vocab}, dim {dim}, ids {shape}; {clock}, medians of {calls} interleaved calls, {before} "
           f"before each; {parallel.worker_count()} threads, helpers keep off the caller's CPU: {'yes' if keep_off else 'no'}; "
           f"engine {kernels.__file__}; load average {os.getloadavg()[0]:.2f}")
     layout = [("forward, no graph", 0), ("validation", 1), ("thread hand-off", 1), ("gather", 1),
