@@ -209,10 +209,18 @@ def _gather_into_nan(table, ids):
     return out
 
 
+@pytest.fixture(params=["piece per thread", "4 pieces per thread"])
+def pieces(monkeypatch, request):
+    "Cut a threaded gather in one piece per thread (small gathers) or in four (big ones), even for tiny input."
+    if request.param == "4 pieces per thread":
+        monkeypatch.setattr(K, "_PIECE_BYTES", 1)
+    return request.param
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3], indirect=True)
 @pytest.mark.parametrize("shape", [(0,), (1,), (7,), (4, 33), (2, 3, 5)])
 @pytest.mark.parametrize("gather", [_gather_into_nan, lookup_rows], ids=["gather_rows", "lookup_rows"])
-def test_gathers_equal_fancy_indexing(threads, shape, gather):
+def test_gathers_equal_fancy_indexing(threads, pieces, shape, gather):
     rng = np.random.default_rng(1)
     table = rng.standard_normal((50, 6), dtype=np.float32)
     ids = rng.integers(0, 50, shape)
@@ -224,12 +232,15 @@ def test_gathers_equal_fancy_indexing(threads, shape, gather):
 @pytest.mark.parametrize("threads", [1, 2, 3], indirect=True)
 @pytest.mark.parametrize("where", [0, 61, 131])            # in the first, a middle and the last slice
 @pytest.mark.parametrize("bad", [-1, 50, 2**40])
-def test_lookup_rows_finds_a_bad_id_anywhere(threads, where, bad):
+def test_lookup_rows_finds_a_bad_id_anywhere(threads, pieces, where, bad):
     table = np.arange(100, dtype=np.float32).reshape(50, 2)
     ids = np.random.default_rng(where).integers(0, 50, 132)
     ids[where] = bad
     with pytest.raises(TokenIdError, match=rf"token id {bad} is out of range: ids must be in \[0, 50\)"):
         lookup_rows(table, ids)
+    strided = np.stack([ids, np.zeros_like(ids)], axis=1)[:, 0]          # the same ids, not contiguous
+    with pytest.raises(TokenIdError, match=rf"token id {bad} is out of range"):
+        lookup_rows(table, strided)
 
 
 @pytest.mark.parametrize("threads", [2], indirect=True)

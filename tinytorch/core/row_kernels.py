@@ -27,19 +27,24 @@ def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
 
     Text, floats, bools and other non-integer dtypes raise TypeError; an id out of range raises
     `TokenIdError` naming it. `vocab_size=None` checks the type only."""
-    if isinstance(ids, Tensor):
-        ids = ids.data
-    if isinstance(ids, (str, bytes)):
-        raise TypeError(f"token ids must be integers, got text {ids!r:.40}; encode it with a tokenizer first")
-    arr = np.asarray(ids)
-    if arr.size == 0 and isinstance(ids, (list, tuple)):
-        arr = arr.astype(np.int64)
-    if arr.dtype.kind not in 'iu':
-        raise TypeError(f"token ids must be integers, got dtype {arr.dtype}")
+    if type(ids) is np.ndarray and ids.dtype.kind in 'iu':     # the usual case: nothing to convert
+        arr = ids
+    else:
+        if isinstance(ids, Tensor):
+            ids = ids.data
+        if isinstance(ids, (str, bytes)):
+            raise TypeError(f"token ids must be integers, got text {ids!r:.40}; encode it with a tokenizer first")
+        arr = np.asarray(ids)
+        if arr.size == 0 and isinstance(ids, (list, tuple)):
+            arr = arr.astype(np.int64)
+        if arr.dtype.kind not in 'iu':
+            raise TypeError(f"token ids must be integers, got dtype {arr.dtype}")
     if vocab_size is None or arr.size == 0:
         return arr
-    # one pass: viewed as unsigned, a negative id is >= 2**(bits-1), so max() catches both ends ...
-    out_of_range = arr.view(_UNSIGNED[arr.itemsize]).max() >= vocab_size
+    # one pass: viewed as unsigned, a negative id is >= 2**(bits-1), so the largest catches both ends
+    # (found by argmax: fewer steps inside NumPy than max(), which shows when its code is out of cache) ...
+    unsigned = arr.reshape(-1).view(_UNSIGNED[arr.itemsize])
+    out_of_range = unsigned[unsigned.argmax()] >= vocab_size
     if not out_of_range and arr.dtype.kind == 'i' and vocab_size >= 1 << (8 * arr.itemsize - 1):
         out_of_range = arr.min() < 0          # ... unless vocab_size is beyond a small dtype's range
     if out_of_range:
@@ -124,12 +129,14 @@ def _check_rows_out(out: np.ndarray, shape: tuple, dtype, who: str):
     if not out.flags.c_contiguous:
         raise ValueError(f"{who}: out must be C-contiguous (a fresh array, not a strided view)")
 
+_PIECE_BYTES = 1 << 23   # gathers bigger than this are cut in more pieces than threads, so that a late thread does less
+
 def _gather(table: np.ndarray, ids: np.ndarray, out: np.ndarray, first=None):
     """`out[...] = table[ids]` by `np.take` on slices of the ids, shared among the threads; `first()`,
     if given, is the first task, so the calling thread runs it while the helpers start gathering."""
     flat_ids, flat_out = ids.reshape(-1), out.reshape(-1, table.shape[1])   # (n,), (n, dim)
     n, parts = flat_ids.size, parts_for(flat_ids.size, out.nbytes)
-    pieces = 1 if parts == 1 else 4 * parts         # small pieces keep every thread busy to the end
+    pieces = max(parts, min(4 * parts, out.nbytes // _PIECE_BYTES))   # one per thread, or more if they are big
     cuts = [n * i // pieces for i in range(pieces + 1)]
     def task(a, b):
         if a < 0:
