@@ -131,19 +131,19 @@ def _check_rows_out(out: np.ndarray, shape: tuple, dtype, who: str):
 
 _PIECE_BYTES = 1 << 23   # gathers bigger than this are cut in more pieces than threads, so that a late thread does less
 
-def _gather(table: np.ndarray, ids: np.ndarray, out: np.ndarray, first=None):
-    """`out[...] = table[ids]` by `np.take` on slices of the ids, shared among the threads; `first()`,
-    if given, is the first task, so the calling thread runs it while the helpers start gathering."""
+def _gather(table: np.ndarray, ids: np.ndarray, out: np.ndarray, check=None):
+    """`out[...] = table[ids]` by `np.take` on slices of the ids, shared among the threads; `check()`,
+    if given, is the last task, run by whichever thread is free first."""
     flat_ids, flat_out = ids.reshape(-1), out.reshape(-1, table.shape[1])   # (n,), (n, dim)
     n, parts = flat_ids.size, parts_for(flat_ids.size, out.nbytes)
     pieces = max(parts, min(4 * parts, out.nbytes // _PIECE_BYTES))   # one per thread, or more if they are big
     cuts = [n * i // pieces for i in range(pieces + 1)]
     def task(a, b):
         if a < 0:
-            first()
+            check()
         else:
             np.take(table, flat_ids[a:b], axis=0, out=flat_out[a:b], mode='clip')
-    run_parallel(task, ([(-1, -1)] if first else []) + list(zip(cuts[:-1], cuts[1:])), parts)
+    run_parallel(task, list(zip(cuts[:-1], cuts[1:])) + ([(-1, -1)] if check else []), parts)
 
 def gather_rows(table: np.ndarray, ids, out: np.ndarray, checked: bool = False) -> np.ndarray:
     """`out[...] = table[ids]`, in place; `out` is `(*ids.shape, dim)` with the table's dtype.
@@ -160,15 +160,15 @@ def gather_rows(table: np.ndarray, ids, out: np.ndarray, checked: bool = False) 
 def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
     """A new `(*ids.shape, dim)` array of `table[ids]`, the ids' range checked along the way.
 
-    The range check (`as_token_ids`) is the first task, so this thread runs it while the helpers
-    wake up and start gathering: the check costs almost nothing extra. With `mode='clip'` a bad
-    id never makes the gather fail, so the error is always the check's `TokenIdError`, raised once
-    every thread has stopped; the new array is dropped: nothing else was written."""
+    The range check (`as_token_ids`) is the last task: the threads start copying rows at once, and
+    whichever finishes first checks. With `mode='clip'` a bad id never makes the gather fail, so the
+    error is always the check's `TokenIdError`, raised once every thread has stopped; the new array
+    is dropped: nothing else was written."""
     ids = as_token_ids(ids, None)
     rows = np.empty(ids.shape + table.shape[1:], table.dtype)                 # (*ids.shape, dim)
     if parts_for(ids.size, rows.nbytes) == 1:       # one thread: check, then one np.take
         return np.take(table, as_token_ids(ids, table.shape[0]), axis=0, out=rows, mode='clip')
-    _gather(table, ids, rows, first=lambda: as_token_ids(ids, table.shape[0]))   # raises for a bad id
+    _gather(table, ids, rows, check=lambda: as_token_ids(ids, table.shape[0]))   # raises for a bad id
     return rows
 
 # %% ../../nbs/11b_row_kernels.ipynb #add-rows
