@@ -130,6 +130,7 @@ def _check_rows_out(out: np.ndarray, shape: tuple, dtype, who: str):
         raise ValueError(f"{who}: out must be C-contiguous (a fresh array, not a strided view)")
 
 _PIECE_BYTES = 1 << 23   # gathers bigger than this are cut in more pieces than threads, so that a late thread does less
+_HEAD_START_BYTES = 3 << 18   # the calling thread's first slice is this much longer: the helpers start later
 
 def _gather(table: np.ndarray, ids: np.ndarray, out: np.ndarray, check=None):
     """`out[...] = table[ids]` by `np.take` on slices of the ids, shared among the threads; `check()`,
@@ -137,7 +138,8 @@ def _gather(table: np.ndarray, ids: np.ndarray, out: np.ndarray, check=None):
     flat_ids, flat_out = ids.reshape(-1), out.reshape(-1, table.shape[1])   # (n,), (n, dim)
     n, parts = flat_ids.size, parts_for(flat_ids.size, out.nbytes)
     pieces = max(parts, min(4 * parts, out.nbytes // _PIECE_BYTES))   # one per thread, or more if they are big
-    cuts = [n * i // pieces for i in range(pieces + 1)]
+    head = min(n // pieces, _HEAD_START_BYTES // max(1, flat_out[:1].nbytes)) if pieces > 1 else 0   # rows
+    cuts = [0] + [head + (n - head) * i // pieces for i in range(1, pieces + 1)]   # the first slice `head` rows longer
     def task(a, b):
         if a < 0:
             check()
