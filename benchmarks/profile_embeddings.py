@@ -70,9 +70,12 @@ def plan_fn(ids, vocab, dim):
     "The scatter-add's planning step of whichever engine is installed (None if it has no separate one)."
     flat = ids.reshape(-1)
     if hasattr(kernels, "_fill_plan"):           # row-order fill: sort once, then lay out the staged rows
-        part_rows = -(-vocab // max(parallel.parts_for(flat.size, flat.size * dim * 4),
-                                    -(-flat.size * dim * 4 // kernels._FILL_CHUNK_BYTES)))
-        return lambda: kernels._fill_plan(flat, kernels.id_runs(flat, vocab), vocab, part_rows)
+        num_parts = max(parallel.parts_for(flat.size, flat.size * dim * 4), -(-flat.size * dim * 4 // kernels._FILL_CHUNK_BYTES))
+        if hasattr(kernels, "_fill_parts"):      # parts as row ranges, the first one longer
+            parts = kernels._fill_parts(vocab, dim * 4, num_parts)
+        else:
+            parts = -(-vocab // num_parts)
+        return lambda: kernels._fill_plan(flat, kernels.id_runs(flat, vocab), vocab, parts)
     if hasattr(kernels, "_scatter_plan"):
         return lambda: kernels._scatter_plan(flat, vocab)
     return None

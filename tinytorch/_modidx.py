@@ -205,6 +205,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                             'tinytorch/core/row_kernels.py'),
                                             'tinytorch.core.row_kernels._fill_part': ( 'row_kernels.html#_fill_part',
                                                                                        'tinytorch/core/row_kernels.py'),
+                                            'tinytorch.core.row_kernels._fill_parts': ( 'row_kernels.html#_fill_parts',
+                                                                                        'tinytorch/core/row_kernels.py'),
                                             'tinytorch.core.row_kernels._fill_plan': ( 'row_kernels.html#_fill_plan',
                                                                                        'tinytorch/core/row_kernels.py'),
                                             'tinytorch.core.row_kernels._gather': ( 'row_kernels.html#_gather',

@@ -230,14 +230,14 @@ _LEVELS = HEAVY_REPEATS + 1    # occurrence levels of an id that is not heavy: 0
 
 class _FillPlan(NamedTuple):
     "How a fresh scatter-add fills the table part by part, each part's rows summed in a staging buffer."
-    part_rows: int           # table rows per part
+    part_starts: np.ndarray  # (parts + 1,) the first table row of each part, then num_rows
     src: np.ndarray          # (m,) positions of the light occurrences by part, then level, then most repeated id first
     bounds: np.ndarray       # (parts * _LEVELS + 1,) where each (part, level) group starts in src
     slot: np.ndarray         # (num_rows,) 1 + where a row's sum sits among its part's staged rows; 0: untouched
     order: np.ndarray        # (n,) positions sorted by id (for the heavy ids)
     heavy: list              # (row, first sorted index, count) of each heavy id
 
-def _fill_plan(ids: np.ndarray, runs: IdRuns, num_rows: int, part_rows: int) -> _FillPlan:
+def _fill_plan(ids: np.ndarray, runs: IdRuns, num_rows: int, part_starts: np.ndarray) -> _FillPlan:
     """Within a part, level l holds one row for every id that occurs more than l times, most repeated
     id first and in the same order at every level: level l's rows line up with the first rows of level 0,
     so adding a level is one contiguous `np.add`."""
@@ -247,18 +247,19 @@ def _fill_plan(ids: np.ndarray, runs: IdRuns, num_rows: int, part_rows: int) -> 
     heavy = _heavy_ids(sorted_ids, starts, counts)
     light = np.flatnonzero(counts[group] <= HEAVY_REPEATS) if heavy else slice(None)
     sorted_ids, level, count, src = sorted_ids[light], level[light], counts[group[light]], order[light]
-    num_parts = -(-num_rows // part_rows)
-    key = ((sorted_ids // part_rows) * _LEVELS + level) * _LEVELS + (HEAVY_REPEATS - count)
+    num_parts = len(part_starts) - 1
+    part = np.searchsorted(part_starts, sorted_ids, 'right') - 1     # (m,) the part of each occurrence
+    key = (part * _LEVELS + level) * _LEVELS + (HEAVY_REPEATS - count)
     arranged = stable_order(key, num_parts * _LEVELS * _LEVELS)
     bounds = np.searchsorted(key[arranged], np.arange(num_parts * _LEVELS + 1) * _LEVELS)
     firsts = np.flatnonzero(level[arranged] == 0)
     first_rows = sorted_ids[arranged[firsts]]
     slot = np.zeros(num_rows, np.intp)
-    slot[first_rows] = 1 + firsts - bounds[(first_rows // part_rows) * _LEVELS]
-    return _FillPlan(part_rows, src[arranged], bounds, slot, order, heavy)
+    slot[first_rows] = 1 + firsts - bounds[part[arranged[firsts]] * _LEVELS]
+    return _FillPlan(part_starts, src[arranged], bounds, slot, order, heavy)
 
 def _fill_part(out, rows, plan, part):
-    "Fill rows `part * part_rows ...` of `out`: stage the part's rows, sum them level by level, gather in row order."
+    "Fill the rows of one part of `out`: stage the part's rows, sum them level by level, gather in row order."
     b, at = plan.bounds, part * _LEVELS
     a, e = b[at], b[at + _LEVELS]
     staged = np.empty((1 + e - a, rows.shape[1]), rows.dtype)            # (1 + m, dim), row 0 stays zero
@@ -271,8 +272,7 @@ def _fill_part(out, rows, plan, part):
         if s == t:
             break
         np.add(sums[:t - s], staged[1 + s:1 + t], out=sums[:t - s])
-    lo = part * plan.part_rows
-    hi = min(lo + plan.part_rows, out.shape[0])
+    lo, hi = plan.part_starts[part], plan.part_starts[part + 1]
     np.take(staged, plan.slot[lo:hi], axis=0, out=out[lo:hi], mode='clip')
     for row, start, count in plan.heavy:     # very frequent ids: one sum each, in occurrence order
         if lo <= row < hi:
@@ -280,6 +280,11 @@ def _fill_part(out, rows, plan, part):
 
 # %% ../../nbs/11b_row_kernels.ipynb #add-rows-api
 _FEW_ROWS = 32              # up to this many rows, np.add.at (~1.6 µs a row) beats any plan (~80 µs)
+
+def _fill_parts(num_rows: int, row_bytes: int, num_parts: int) -> np.ndarray:
+    "Where each part of a table filled in row order starts (and num_rows): equal parts, the first a head start longer."
+    head = min(num_rows // num_parts, _HEAD_START_BYTES // max(1, row_bytes)) if num_parts > 1 else 0   # rows
+    return np.array([0] + [head + (num_rows - head) * i // num_parts for i in range(1, num_parts + 1)])
 
 def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False) -> np.ndarray:
     """`out[ids[j]] += rows[j]` for every j, duplicates included, in place; returns `out`.
@@ -307,8 +312,7 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
     runs = id_runs(ids, num_rows)
     parts = parts_for(n, rows.nbytes)
     if fresh and 4 * len(runs.starts) >= num_rows:      # most rows are touched: fill the table in row order
-        num_parts = max(parts, -(-rows.nbytes // _FILL_CHUNK_BYTES))
-        plan = _fill_plan(ids, runs, num_rows, -(-num_rows // num_parts))
+        plan = _fill_plan(ids, runs, num_rows, _fill_parts(num_rows, out[:1].nbytes, max(parts, -(-rows.nbytes // _FILL_CHUNK_BYTES))))
         run_parallel(_fill_part, [(out, rows, plan, p) for p in range(len(plan.bounds) // _LEVELS)], parts)
         return out
     plan = _scatter_plan(ids, runs)
