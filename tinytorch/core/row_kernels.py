@@ -248,7 +248,7 @@ def _fill_plan(ids: np.ndarray, runs: IdRuns, num_rows: int, part_starts: np.nda
     light = np.flatnonzero(counts[group] <= HEAVY_REPEATS) if heavy else slice(None)
     sorted_ids, level, count, src = sorted_ids[light], level[light], counts[group[light]], order[light]
     num_parts = len(part_starts) - 1
-    part = np.searchsorted(part_starts, sorted_ids, 'right') - 1     # (m,) the part of each occurrence
+    part = np.repeat(np.arange(num_parts), np.diff(np.searchsorted(sorted_ids, part_starts)))   # (m,) as ids are sorted
     key = (part * _LEVELS + level) * _LEVELS + (HEAVY_REPEATS - count)
     arranged = stable_order(key, num_parts * _LEVELS * _LEVELS)
     bounds = np.searchsorted(key[arranged], np.arange(num_parts * _LEVELS + 1) * _LEVELS)
