@@ -71,8 +71,8 @@ def plan_fn(ids, vocab, dim):
     flat = ids.reshape(-1)
     if hasattr(kernels, "_fill_plan"):           # row-order fill: sort once, then lay out the staged rows
         num_parts = max(parallel.parts_for(flat.size, flat.size * dim * 4), -(-flat.size * dim * 4 // kernels._FILL_CHUNK_BYTES))
-        if hasattr(kernels, "_fill_parts"):      # parts as row ranges, the first one longer
-            parts = kernels._fill_parts(vocab, dim * 4, num_parts)
+        if hasattr(kernels, "_head_start_cuts"):  # parts as row ranges, the first one longer
+            parts = kernels._head_start_cuts(vocab, dim * 4, num_parts)
         else:
             parts = -(-vocab // num_parts)
         return lambda: kernels._fill_plan(flat, kernels.id_runs(flat, vocab), vocab, parts)

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 import tinytorch.core.parallel as P
 import tinytorch.core.row_kernels as K
@@ -207,6 +207,21 @@ def _gather_into_nan(table, ids):
     out = np.full(ids.shape + table.shape[1:], np.nan, table.dtype)
     assert gather_rows(table, ids, out) is out
     return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 100_000), row_bytes=st.integers(0, 1 << 16), pieces=st.integers(1, 32))
+@example(n=1, row_bytes=0, pieces=2).via("fewer rows than slices")
+@example(n=8192, row_bytes=1024, pieces=2).via("the 10k lookup")
+def test_head_start_cuts_cover_every_row_once_the_first_slice_longest(n, row_bytes, pieces):
+    cuts = K._head_start_cuts(n, row_bytes, pieces)
+    sizes = np.diff(cuts)
+    assert len(cuts) == pieces + 1 and cuts[0] == 0 and cuts[-1] == n and (sizes >= 0).all(), cuts
+    rest = sizes[1:]
+    if rest.size:                          # the first slice is longer by at most the head start
+        assert rest.max() - rest.min() <= 1 and sizes[0] >= rest.max(), cuts
+        assert sizes[0] - rest.min() <= K._HEAD_START_BYTES // max(1, row_bytes) + 1, cuts
+        assert sizes[0] <= 3 * rest.max() + 2, cuts        # the head start is at most one equal share
 
 
 @pytest.fixture(params=["piece per thread", "4 pieces per thread"])

@@ -132,14 +132,18 @@ def _check_rows_out(out: np.ndarray, shape: tuple, dtype, who: str):
 _PIECE_BYTES = 1 << 23   # gathers bigger than this are cut in more pieces than threads, so that a late thread does less
 _HEAD_START_BYTES = 3 << 18   # the calling thread's first slice is this much longer: the helpers start later
 
+def _head_start_cuts(n: int, row_bytes: int, pieces: int) -> list:
+    "Where each of `pieces` slices of `n` rows starts, then n: equal, but the first (the calling thread's) a head start longer."
+    head = min(n // pieces, _HEAD_START_BYTES // max(1, row_bytes)) if pieces > 1 else 0   # rows
+    return [0] + [head - (-(n - head) * i // pieces) for i in range(1, pieces + 1)]   # rounded up: earlier slices longer
+
 def _gather(table: np.ndarray, ids: np.ndarray, out: np.ndarray, check=None):
     """`out[...] = table[ids]` by `np.take` on slices of the ids, shared among the threads; `check()`,
     if given, is the last task, run by whichever thread is free first."""
     flat_ids, flat_out = ids.reshape(-1), out.reshape(-1, table.shape[1])   # (n,), (n, dim)
     n, parts = flat_ids.size, parts_for(flat_ids.size, out.nbytes)
     pieces = max(parts, min(4 * parts, out.nbytes // _PIECE_BYTES))   # one per thread, or more if they are big
-    head = min(n // pieces, _HEAD_START_BYTES // max(1, flat_out[:1].nbytes)) if pieces > 1 else 0   # rows
-    cuts = [0] + [head + (n - head) * i // pieces for i in range(1, pieces + 1)]   # the first slice `head` rows longer
+    cuts = _head_start_cuts(n, table.shape[1] * table.itemsize, pieces)
     def task(a, b):
         if a < 0:
             check()
@@ -230,14 +234,14 @@ _LEVELS = HEAVY_REPEATS + 1    # occurrence levels of an id that is not heavy: 0
 
 class _FillPlan(NamedTuple):
     "How a fresh scatter-add fills the table part by part, each part's rows summed in a staging buffer."
-    part_starts: np.ndarray  # (parts + 1,) the first table row of each part, then num_rows
+    part_starts: list        # (parts + 1,) the first table row of each part, then num_rows
     src: np.ndarray          # (m,) positions of the light occurrences by part, then level, then most repeated id first
     bounds: np.ndarray       # (parts * _LEVELS + 1,) where each (part, level) group starts in src
     slot: np.ndarray         # (num_rows,) 1 + where a row's sum sits among its part's staged rows; 0: untouched
     order: np.ndarray        # (n,) positions sorted by id (for the heavy ids)
     heavy: list              # (row, first sorted index, count) of each heavy id
 
-def _fill_plan(ids: np.ndarray, runs: IdRuns, num_rows: int, part_starts: np.ndarray) -> _FillPlan:
+def _fill_plan(ids: np.ndarray, runs: IdRuns, num_rows: int, part_starts: list) -> _FillPlan:
     """Within a part, level l holds one row for every id that occurs more than l times, most repeated
     id first and in the same order at every level: level l's rows line up with the first rows of level 0,
     so adding a level is one contiguous `np.add`."""
@@ -281,11 +285,6 @@ def _fill_part(out, rows, plan, part):
 # %% ../../nbs/11b_row_kernels.ipynb #add-rows-api
 _FEW_ROWS = 32              # up to this many rows, np.add.at (~1.6 µs a row) beats any plan (~80 µs)
 
-def _fill_parts(num_rows: int, row_bytes: int, num_parts: int) -> np.ndarray:
-    "Where each part of a table filled in row order starts (and num_rows): equal parts, the first a head start longer."
-    head = min(num_rows // num_parts, _HEAD_START_BYTES // max(1, row_bytes)) if num_parts > 1 else 0   # rows
-    return np.array([0] + [head + (num_rows - head) * i // num_parts for i in range(1, num_parts + 1)])
-
 def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False) -> np.ndarray:
     """`out[ids[j]] += rows[j]` for every j, duplicates included, in place; returns `out`.
 
@@ -312,7 +311,8 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
     runs = id_runs(ids, num_rows)
     parts = parts_for(n, rows.nbytes)
     if fresh and 4 * len(runs.starts) >= num_rows:      # most rows are touched: fill the table in row order
-        plan = _fill_plan(ids, runs, num_rows, _fill_parts(num_rows, out[:1].nbytes, max(parts, -(-rows.nbytes // _FILL_CHUNK_BYTES))))
+        num_parts = max(parts, -(-rows.nbytes // _FILL_CHUNK_BYTES))
+        plan = _fill_plan(ids, runs, num_rows, _head_start_cuts(num_rows, rows.shape[1] * rows.itemsize, num_parts))
         run_parallel(_fill_part, [(out, rows, plan, p) for p in range(len(plan.bounds) // _LEVELS)], parts)
         return out
     plan = _scatter_plan(ids, runs)
