@@ -103,10 +103,10 @@ MISTAKES = {
         "test_learned_positional_embedding", ["not connected to the position table", "requires_grad is False"],
         {"test_token_position_embedding"}),
     "missing √d scaling": (
-        "tpe", "x = x * math.sqrt(self.embedding_dim)", "x = x * 1.0",
+        "tpe-forward", "x = x * math.sqrt(self.embedding_dim)", "x = x * 1.0",
         "test_token_position_embedding", ["multiplies the token rows by √8", "expected", "got"], set()),
     "start_pos ignored by the token + position layer": (
-        "tpe", "self.positions(x, inplace=True, start_pos=start)", "self.positions(x, inplace=True)",
+        "tpe-forward", "self.positions(x, inplace=True, start_pos=start)", "self.positions(x, inplace=True)",
         "test_token_position_embedding", ["start_pos=2: token 3 alone must get the vector it has in the whole sequence"],
         set()),
     "RoPE pairs the two halves": (

@@ -433,8 +433,8 @@ class LearnedPositionalEmbedding:
 # %% ../../nbs/11_embeddings.ipynb #tpe
 POSITION_KINDS = ('sinusoidal', 'learned', 'none')
 
-class TokenPositionEmbedding:
-    "Token embedding (optionally scaled by √dim) plus sinusoidal, learned or no positions."
+class _TokenPositionLayers:
+    "The parts of `TokenPositionEmbedding` besides its forward: its two layers, sizes and repr."
 
     def __init__(self, vocab_size: int, embedding_dim: int, max_seq_length: int = 512,
                  positions: str = 'sinusoidal', scale_embeddings: bool = False,
@@ -458,6 +458,17 @@ class TokenPositionEmbedding:
     vocab_size = property(lambda self: self.tokens.vocab_size)
     embedding_dim = property(lambda self: self.tokens.embedding_dim)
 
+    def __call__(self, input_ids, start_pos: int = 0) -> Tensor:
+        return self.forward(input_ids, start_pos)
+
+    def __repr__(self):
+        return (f"TokenPositionEmbedding({self.vocab_size}, {self.embedding_dim}, max_seq_length={self.max_seq_length}, "
+                f"positions={self.position_kind!r}, scale_embeddings={self.scale_embeddings})")
+
+# %% ../../nbs/11_embeddings.ipynb #tpe-forward
+class TokenPositionEmbedding(_TokenPositionLayers):
+    "Token embedding (optionally scaled by √dim) plus sinusoidal, learned or no positions."
+
     def forward(self, input_ids, start_pos: int = 0) -> Tensor:
         """`(seq,)` or `(batch, seq)` ids at positions `start_pos …` → `(…, seq, dim)` vectors.
 
@@ -476,13 +487,6 @@ class TokenPositionEmbedding:
             x = x * math.sqrt(self.embedding_dim)
         return self.positions(x, inplace=True, start_pos=start) if self.positions is not None else x
         ### END SOLUTION
-
-    def __call__(self, input_ids, start_pos: int = 0) -> Tensor:
-        return self.forward(input_ids, start_pos)
-
-    def __repr__(self):
-        return (f"TokenPositionEmbedding({self.vocab_size}, {self.embedding_dim}, max_seq_length={self.max_seq_length}, "
-                f"positions={self.position_kind!r}, scale_embeddings={self.scale_embeddings})")
 
 # %% ../../nbs/11_embeddings.ipynb #rope
 def rotate_pairs(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
