@@ -70,7 +70,7 @@ MISTAKES = {
     "padding row gets gradient": (
         "embedding", "if pad is not None:", "if False:",
         "test_embedding_backward", ["first wrong row at [0]", "padding row (id 0) must get no gradient"],
-        {"test_embedding_sparse_gradient"}),
+        {"test_embedding_sparse_gradient", "test_embedding_integration"}),
     "the layer's backward ignores its kernels (the library's scatter-add)": (
         "embedding", "add_rows=kernels.add_rows_at", "add_rows=library_kernels.add_rows_at",
         "test_embedding_runs_on_its_kernels", ["self.kernels.add_rows_at", "expected the calls ['lookup_rows', 'add_rows_at'], got ['lookup_rows']"],
