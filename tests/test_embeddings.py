@@ -10,8 +10,9 @@ from hypothesis.extra import numpy as hnp
 from definitions import dense_reference, one_hot
 from gradcheck import check_gradients
 from tinytorch.core.embeddings import (
-    Embedding, LearnedPositionalEmbedding, PositionalEncoding, TokenIdError, TokenPositionEmbedding,
-    _add_positions, as_token_ids, scatter_add_rows, sinusoidal_table, sum_rows_by_id,
+    Embedding, LearnedPositionalEmbedding, PositionalEncoding, RotaryPositionalEmbedding, TokenIdError,
+    TokenPositionEmbedding, _add_positions, as_token_ids, lesson_kernels, library_kernels, scatter_add_rows,
+    sinusoidal_table, sum_rows_by_id,
 )
 from tinytorch.core import row_kernels as kernels
 from tinytorch.core.nn import SGD
@@ -232,7 +233,7 @@ def test_positional_encoding_bad_arguments(kwargs):
 
 def test_token_position_refuses_long_sequences_before_lookup():
     layer = TokenPositionEmbedding(5, 2, max_seq_length=3, positions="learned", seed=0)
-    with pytest.raises(ValueError, match=r"4 exceeds .*3"):
+    with pytest.raises(ValueError, match=r"sequence length 4 .* past max_seq_length 3"):
         layer([[0, 1, 2, 3]])
     with pytest.raises(ValueError, match="positions must be one of"):
         TokenPositionEmbedding(5, 2, positions="rotary")
@@ -483,3 +484,129 @@ def test_token_position_layer_adds_positions_into_the_lookup_output():
     token_node = out._parents[0]
     assert out.data is token_node.data, "positions are added into the lookup's own array"
     np.testing.assert_allclose(out.data, layer.tokens.weight.data[ids] + sinusoidal_table(6, 4)[:3], rtol=1e-6)
+
+
+# ---------------------------------------------------------------- the layer's kernels: the library's by default, the lesson's on request
+
+def test_layers_use_the_library_kernels_by_default():
+    assert Embedding(5, 2).kernels is library_kernels
+    assert TokenPositionEmbedding(5, 2, max_seq_length=4).tokens.kernels is library_kernels
+    assert Embedding.from_pretrained(np.ones((3, 2), np.float32)).kernels is library_kernels
+    assert Embedding(5, 2, kernels=lesson_kernels).kernels is lesson_kernels
+    assert "kernels=lesson_kernels" in repr(Embedding(5, 2, kernels=lesson_kernels))
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("pad", [None, 3])
+def test_lesson_kernels_give_the_library_gradient(sparse, pad):
+    rng = np.random.default_rng(4)
+    ids = rng.integers(0, 30, (6, 40))
+    g = rng.standard_normal((6, 40, 5), dtype=np.float32)
+    grads = []
+    for kern in (lesson_kernels, library_kernels):
+        layer = Embedding(30, 5, seed=0, padding_idx=pad, sparse=sparse, kernels=kern)
+        out = layer(ids)
+        out.backward(g)
+        out2 = layer(ids[:3])
+        out2.backward(g[:3])                       # a second backward accumulates
+        grad = layer.weight.grad
+        grads.append(grad.to_dense() if sparse else grad)
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6, atol=1e-6)
+    expected = dense_reference(ids, g, 30, pad) + dense_reference(ids[:3], g[:3], 30, pad)
+    np.testing.assert_allclose(grads[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_kernels_without_the_interface_are_refused():
+    class Half:
+        def lookup_rows(self, table, ids):
+            return table[ids]
+    with pytest.raises(TypeError, match="lacks sum_rows_by_id, add_rows_at"):
+        Embedding(5, 2, kernels=Half())
+    with pytest.raises(TypeError, match="lacks lookup_rows"):
+        Embedding.from_pretrained(np.ones((3, 2), np.float32), kernels=object())
+
+
+# ---------------------------------------------------------------- positions one token at a time (start_pos)
+
+def _position_layers():
+    return {
+        "sinusoidal": (PositionalEncoding(6, 10), lambda layer, x, s: layer(x, start_pos=s)),
+        "learned": (LearnedPositionalEmbedding(10, 6, seed=0), lambda layer, x, s: layer(x, start_pos=s)),
+        "rotary": (RotaryPositionalEmbedding(6, 10), lambda layer, x, s: layer(x, start_pos=s)),
+    }
+
+
+@pytest.mark.parametrize("kind", ["sinusoidal", "learned", "rotary"])
+def test_token_by_token_equals_the_whole_sequence(kind):
+    layer, call = _position_layers()[kind]
+    x = np.random.default_rng(2).standard_normal((2, 10, 6), dtype=np.float32)
+    whole = call(layer, Tensor(x.copy()), 0).data
+    one_by_one = np.concatenate([call(layer, Tensor(x[:, t:t + 1].copy()), t).data for t in range(10)], axis=1)
+    np.testing.assert_allclose(one_by_one, whole, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="start_pos 10 needs positions up to 10, past max_seq_length 10"):
+        call(layer, Tensor(x[:, :1].copy()), 10)
+    with pytest.raises(ValueError, match="start_pos must be a non-negative integer, got -1"):
+        call(layer, Tensor(x[:, :1].copy()), -1)
+
+
+@pytest.mark.parametrize("positions", ["sinusoidal", "learned", "none"])
+def test_token_position_layer_token_by_token_equals_the_whole_sequence(positions):
+    layer = TokenPositionEmbedding(20, 6, max_seq_length=8, positions=positions, seed=0)
+    ids = np.random.default_rng(3).integers(0, 20, (2, 8))
+    whole = layer(ids).data
+    one_by_one = np.concatenate([layer(ids[:, t:t + 1], start_pos=t).data for t in range(8)], axis=1)
+    np.testing.assert_allclose(one_by_one, whole, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="sequence length 2 from start_pos 7 needs positions up to 8, past max_seq_length 8"):
+        layer(ids[:, :2], start_pos=7)
+
+
+def test_learned_start_pos_gradient_goes_to_the_right_rows():
+    lpe = LearnedPositionalEmbedding(10, 3, seed=0)
+    g = np.random.default_rng(5).standard_normal((4, 2, 3), dtype=np.float32)
+    lpe(Tensor(np.zeros((4, 2, 3), np.float32)), start_pos=7).backward(g)
+    expected = np.zeros((10, 3), np.float32)
+    expected[7:9] = g.sum(axis=0)
+    np.testing.assert_allclose(lpe.position_embedding.weight.grad, expected, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- the module as first published: the profiler
+
+def test_importing_the_lesson_does_not_import_the_profiler():
+    import subprocess
+    import sys
+    code = ("import sys, tinytorch.core.embeddings as e; assert 'tinytorch.core.profiling' not in sys.modules, 'eager'; "
+            "from tinytorch.core.embeddings import EmbeddingProfiler; "
+            "assert 'tinytorch.core.profiling' in sys.modules and EmbeddingProfiler.__module__ == 'tinytorch.core.profiling'; "
+            "print('lazy')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "lazy", out.stderr
+
+
+def test_unknown_attribute_is_still_an_attribute_error():
+    import tinytorch.core.embeddings as e
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
+        e.NoSuchThing
+
+
+def test_the_published_profiler_calls():
+    "The profiler calls of the module as first published, with their published arguments."
+    from tinytorch.core.embeddings import EmbeddingProfiler
+    profiler = EmbeddingProfiler(repeats=2, warmup=1)
+    embed = Embedding(vocab_size=1000, embedding_dim=128)
+    performance = profiler.measure_lookup_performance(embed, [8, 16], [32, 64])
+    assert len(performance) == 4
+    for metrics in performance.values():
+        for key in ('batch_size', 'seq_length', 'total_tokens', 'lookup_time_ms', 'tokens_per_second',
+                    'memory_bandwidth_mb_s'):
+            assert isinstance(metrics[key], (int, float)) and metrics[key] >= 0, (key, metrics[key])
+    scaling = profiler.analyze_memory_scaling([500, 1000], [64, 128])
+    assert len(scaling) == 4
+    for metrics in scaling.values():
+        assert metrics['total_parameters'] == metrics['vocab_size'] * metrics['embedding_dim']
+        assert metrics['memory_mb'] == pytest.approx(metrics['total_parameters'] * 4 / 2**20)
+    comparison = profiler.compare_positional_encodings(seq_length=50, embedding_dim=64)
+    assert set(comparison) == {'sinusoidal', 'learned'}
+    for metrics in comparison.values():
+        assert {'computation_time_ms', 'memory_usage_mb', 'parameters'} <= set(metrics)
+    assert comparison['learned']['parameters'] == 100 * 64 and comparison['sinusoidal']['parameters'] == 0
+    assert profiler.compare_positional_encodings(128, 256, verbose=False)['learned']['parameters'] == 256 * 256

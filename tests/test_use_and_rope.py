@@ -85,7 +85,7 @@ def _rotate_closed_form(x, position, base=10000.0):
 def test_rope_matches_closed_form_rotation():
     rope = RotaryPositionalEmbedding(6, max_seq_length=20)
     x = np.random.default_rng(0).normal(size=(5, 6))
-    got = rope(x.astype(np.float32), offset=7).data
+    got = rope(x.astype(np.float32), start_pos=7).data
     expected = np.stack([_rotate_closed_form(x[p], 7 + p) for p in range(5)])
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
@@ -98,30 +98,40 @@ def test_rope_scores_depend_only_on_relative_position(dim, m, n, shift, seed):
     q, k = np.random.default_rng(seed).normal(size=(2, 1, dim))
 
     def score(a, b):
-        return float(rope(q, offset=a).data[0] @ rope(k, offset=b).data[0])
+        return float(rope(q, start_pos=a).data[0] @ rope(k, start_pos=b).data[0])
     assert score(m + shift, n + shift) == pytest.approx(score(m, n), abs=1e-4)
 
 
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(0, 100))
-def test_rope_preserves_norms(seed, offset):
+def test_rope_preserves_norms(seed, start_pos):
     rope = RotaryPositionalEmbedding(8, max_seq_length=200)
     x = np.random.default_rng(seed).normal(size=(3, 4, 8)).astype(np.float32)
-    np.testing.assert_allclose(np.linalg.norm(rope(x, offset).data, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(rope(x, start_pos).data, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-5)
 
 
 def test_rope_gradient_matches_finite_differences():
     rope = RotaryPositionalEmbedding(4, max_seq_length=16)
-    check_gradients(lambda x: rope(x, offset=3), np.random.default_rng(1).normal(size=(2, 5, 4)))
+    check_gradients(lambda x: rope(x, start_pos=3), np.random.default_rng(1).normal(size=(2, 5, 4)))
+
+
+def test_rope_old_offset_name_still_works_with_a_warning():
+    rope = RotaryPositionalEmbedding(4, 16)
+    x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+    with pytest.warns(DeprecationWarning, match="start_pos"):
+        old = rope(x, offset=5).data
+    np.testing.assert_array_equal(old, rope(x, start_pos=5).data)
 
 
 @pytest.mark.parametrize("make, call, err, pattern", [
     (lambda: RotaryPositionalEmbedding(5), None, ValueError, "even, got 5"),
     (lambda: RotaryPositionalEmbedding(4, max_seq_length=0), None, ValueError, "max_seq_length"),
     (lambda: RotaryPositionalEmbedding(4, base=1), None, ValueError, "base"),
-    (lambda: RotaryPositionalEmbedding(4, 8), lambda r: r(np.zeros((9, 4))), ValueError, "exceed max_seq_length 8"),
+    (lambda: RotaryPositionalEmbedding(4, 8), lambda r: r(np.zeros((9, 4))), ValueError, "9 from start_pos 0 .* past max_seq_length 8"),
+    (lambda: RotaryPositionalEmbedding(4, 8), lambda r: r(np.zeros((2, 4)), start_pos=7), ValueError, "up to 8, past max_seq_length 8"),
     (lambda: RotaryPositionalEmbedding(4, 8), lambda r: r(np.zeros((2, 6))), ValueError, r"\(2, 6\)"),
-    (lambda: RotaryPositionalEmbedding(4, 8), lambda r: r(np.zeros((2, 4)), offset=-1), ValueError, "offset"),
+    (lambda: RotaryPositionalEmbedding(4, 8), lambda r: r(np.zeros((2, 4)), start_pos=-1), ValueError, "start_pos must be a non-negative integer, got -1"),
+    (lambda: RotaryPositionalEmbedding(4, 8), lambda r: r(np.zeros((2, 4)), start_pos=1, offset=1), TypeError, "start_pos only"),
     (lambda: RotaryPositionalEmbedding(4, 8), lambda r: r(np.zeros((2, 4), np.int64)), TypeError, "int64"),
 ])
 def test_rope_bad_input(make, call, err, pattern):

@@ -35,18 +35,29 @@ MISTAKES = {
     "plain ValueError for a bad id": (
         "as-ids", "raise TokenIdError(f\"token id", "raise ValueError(f\"token id",
         "test_as_token_ids", ["raised ValueError", "expected TokenIdError"], {"test_lookup_rows"}),
+    "only float ids refused (bool passes)": (
+        "as-ids", "if ids.dtype.kind not in ('i', 'u'):", "if ids.dtype.kind == 'f':",
+        "test_as_token_ids", ["as_token_ids([True, False], 5) returned", "expected TypeError: dtype bool"], set()),
+    "float ids truncated instead of refused": (
+        "as-ids", "if ids.dtype.kind not in ('i', 'u'):", "if ids.dtype.kind == 'f':\n        ids = ids.astype(np.int64)\n    if ids.dtype.kind not in ('i', 'u'):",
+        "test_as_token_ids", ["as_token_ids([1.0, 2.0], 5) returned", "expected TypeError: dtype float64"], set()),
     "float64 table": (
         "init", "table = rng.random(shape, dtype=np.float32)", "table = rng.random(shape)",
         "test_init_embedding_table", ["expected a float32 table", "got float64"], set()),
     "lookup without the id check": (
         "lookup", "checked = as_token_ids(ids, table.shape[0])\n    return table[checked]", "return table[np.asarray(ids)]",
         "test_lookup_rows", ["expected TokenIdError", "returned"], set()),
+    "lookup reads the wrong rows": (
+        "lookup", "return table[checked]", "return table[np.sort(checked, axis=-1)]",
+        "test_lookup_rows", ["first wrong position at [0, 0]: expected [6.0, 7.0, 8.0], got [0.0, 1.0, 2.0]"], set()),
     "duplicate ids overwrite": (
         "scatter", "np.add.at(dense, flat_ids, rows)", "dense[flat_ids] += rows",
-        "test_scatter_add_rows", ["should be [1, 2] + [100, 200] = [101, 202]", "got [100.0, 200.0]"], set()),
+        "test_scatter_add_rows", ["first wrong row at [3]: expected [101.0, 202.0], got [100.0, 200.0]",
+                                  "id 3 occurs twice"], set()),
     "duplicate ids overwrite (row-sparse)": (
         "scatter", "np.add.at(summed, slot.reshape(-1), rows)", "summed[slot.reshape(-1)] += rows",
-        "test_scatter_add_rows", ["expected [[10, 20], [101, 202]] (id 3 occurs twice", "got [[10.0, 20.0], [100.0, 200.0]]"], set()),
+        "test_sum_rows_by_id", ["first wrong row at [1]: expected [101.0, 202.0], got [100.0, 200.0]", "id 3 occurs twice"],
+        set()),
     "float64 scatter-add": (
         "scatter", "dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)",
         "dense = np.zeros((num_rows,) + rows.shape[1:])",
@@ -54,28 +65,62 @@ MISTAKES = {
     "forward not connected to the weight": (
         "embedding", "return Tensor._from_op(rows, (weight,), grad_fn)", "return Tensor(rows)",
         "test_embedding_forward", ["not connected to embed.weight", "requires_grad is False"],
-        {"test_embedding_backward", "test_learned_positional_embedding", "test_token_position_embedding",
-         "test_embedding_integration"}),
+        {"test_embedding_backward", "test_embedding_sparse_gradient", "test_embedding_runs_on_its_kernels",
+         "test_token_position_embedding", "test_embedding_integration"}),
     "padding row gets gradient": (
         "embedding", "if pad is not None:", "if False:",
-        "test_embedding_backward", ["padding row (id 0) must get no gradient", "expected [0. 0. 0.], got"], set()),
+        "test_embedding_backward", ["first wrong row at [0]", "padding row (id 0) must get no gradient"],
+        {"test_embedding_sparse_gradient", "test_embedding_integration"}),
+    "the layer's backward ignores its kernels (the library's scatter-add)": (
+        "embedding", "add_rows=kernels.add_rows_at", "add_rows=library_kernels.add_rows_at",
+        "test_embedding_runs_on_its_kernels", ["self.kernels.add_rows_at", "expected the calls ['lookup_rows', 'add_rows_at'], got ['lookup_rows']"],
+        set()),
+    "the layer's backward ignores its kernels (no scatter-add given)": (
+        "embedding", ", add_rows=kernels.add_rows_at", "",
+        "test_embedding_runs_on_its_kernels", ["expected the calls ['lookup_rows', 'add_rows_at'], got ['lookup_rows']"], set()),
+    "the layer's forward ignores its kernels": (
+        "embedding", "rows = kernels.lookup_rows(weight.data, ids)", "rows = library_kernels.lookup_rows(weight.data, ids)",
+        "test_embedding_runs_on_its_kernels", ["self.kernels.lookup_rows", "expected the calls ['lookup_rows'], got []"], set()),
+    "sparse flag ignored": (
+        "embedding", "keep_sparse=sparse,", "keep_sparse=False,",
+        "test_embedding_sparse_gradient", ["expected a RowSparseGrad, got ndarray"], {"test_embedding_runs_on_its_kernels"}),
     "odd embedding_dim": (
         "sinusoidal", "np.cos(angles[:, :embedding_dim // 2])", "np.cos(angles)",
         "test_sinusoidal_table", ["sinusoidal_table(10, 7) raised ValueError", "odd embedding_dim must work"], set()),
     "float64 sinusoidal table": (
         "sinusoidal", "return table.astype(np.float32)", "return table",
         "test_sinusoidal_table", ["expected a float32 table, got float64"], set()),
-    "positional layer cuts the gradient": (
-        "pe", "return self._dropout(_add_positions(x, positions, inplace))",
-        "return self._dropout(Tensor(x.data + positions))",
-        "test_positional_encoding", ["not connected to the input", "requires_grad is False", "cuts the graph"], set()),
+    "learned positions: no batch-sum": (
+        "learned", "per_position = g.reshape(-1, seq, dim).sum(axis=0)", "per_position = g.reshape(-1, seq, dim)[0]",
+        "test_learned_positional_embedding", ["first wrong row at [6]", "sum over the batch of the gradients at position p"],
+        {"test_token_position_embedding"}),
+    "learned positions: rows from 0 whatever start_pos": (
+        "learned", "np.arange(start, start + seq)", "np.arange(seq)",
+        "test_learned_positional_embedding", ["first wrong row at [0]: expected [0.0", "rows 6…9"],
+        set()),
     "learned positions get no gradient": (
-        "learned", "positions = self.position_embedding(np.arange(x.shape[-2]))",
-        "positions = Tensor(self.position_embedding.weight.data[:x.shape[-2]])",
-        "test_learned_positional_embedding", ["not connected to the position table", "requires_grad is False"], set()),
+        "learned", "return Tensor._from_op(out, (x, W), grad_fn)", "return Tensor(out)",
+        "test_learned_positional_embedding", ["not connected to the position table", "requires_grad is False"],
+        {"test_token_position_embedding"}),
     "missing √d scaling": (
-        "tpe", "x = x * math.sqrt(self.embedding_dim)", "x = x * 1.0",
+        "tpe-forward", "x = x * math.sqrt(self.embedding_dim)", "x = x * 1.0",
         "test_token_position_embedding", ["multiplies the token rows by √8", "expected", "got"], set()),
+    "start_pos ignored by the token + position layer": (
+        "tpe-forward", "self.positions(x, inplace=True, start_pos=start)", "self.positions(x, inplace=True)",
+        "test_token_position_embedding", ["start_pos=2: token 3 alone must get the vector it has in the whole sequence"],
+        set()),
+    "RoPE pairs the two halves": (
+        "rope", "a, b = x[..., 0::2], x[..., 1::2]\n    out = np.empty_like(x)\n    out[..., 0::2] = a * cos - b * sin\n"
+        "    out[..., 1::2] = a * sin + b * cos",
+        "h = x.shape[-1] // 2\n    a, b = x[..., :h], x[..., h:]\n    out = np.empty_like(x)\n    out[..., :h] = a * cos - b * sin\n"
+        "    out[..., h:] = a * sin + b * cos",
+        "test_rotate_pairs", ["expected [0.0, 1.0, 0.0, 2.0], got [0.0, 0.0, 1.0, 2.0]", "the pairs are neighbours (2i, 2i+1)"],
+        set()),
+    "RoPE turns the wrong way": (
+        "rope", "out[..., 0::2] = a * cos - b * sin\n    out[..., 1::2] = a * sin + b * cos",
+        "out[..., 0::2] = a * cos + b * sin\n    out[..., 1::2] = b * cos - a * sin",
+        "test_rotate_pairs", ["expected [0.0, 1.0, 0.0, 2.0], got [0.0, -1.0, 0.0, 2.0]", "turned by −90° instead of +90°"],
+        set()),
 }
 
 @pytest.fixture(scope="module")

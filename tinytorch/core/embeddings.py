@@ -6,11 +6,12 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Dict, List, Optional, Union
 
 import numpy as np
 
-from . import row_kernels as kernels          # the library's fast gather and scatter-add
+from . import row_kernels as library_kernels   # the library's fast gather and scatter-adds
 from .row_kernels import TokenIdError           # part of this module's API too
 from .tensor import RowSparseGrad, Tensor, unbroadcast
 from .nn import check_positive_int
@@ -18,9 +19,26 @@ from .nn import check_positive_int
 _all_ = ['TokenIdError']
 
 # %% auto #0
-__all__ = ['INIT_TYPES', 'POSITION_KINDS', 'as_token_ids', 'init_embedding_table', 'lookup_rows', 'scatter_add_rows',
-           'sum_rows_by_id', 'Embedding', 'sinusoidal_table', 'PositionalEncoding', 'LearnedPositionalEmbedding',
-           'TokenPositionEmbedding', 'RotaryPositionalEmbedding', 'TokenIdError']
+__all__ = ['INIT_TYPES', 'lesson_kernels', 'KERNEL_NAMES', 'POSITION_KINDS', 'as_token_ids', 'init_embedding_table',
+           'lookup_rows', 'scatter_add_rows', 'sum_rows_by_id', 'LessonKernels', 'Embedding', 'sinusoidal_table',
+           'PositionalEncoding', 'LearnedPositionalEmbedding', 'TokenPositionEmbedding', 'rotate_pairs',
+           'RotaryPositionalEmbedding', 'TokenIdError']
+
+# %% ../../nbs/11_embeddings.ipynb #first-difference
+def _first_difference(got, expected, what: str = 'row') -> str:
+    "Where `got` first differs from `expected` (for a test's message): the position, the expected and the got values."
+    got, expected = np.asarray(got), np.asarray(expected)
+    if got.shape != expected.shape:
+        return f"expected shape {expected.shape}, got {got.shape}"
+    close = np.isclose(got, expected, rtol=1e-5, atol=1e-6)
+    if got.ndim >= 2:
+        close = close.all(axis=-1)                 # one verdict per row
+    wrong = np.argwhere(~close)
+    if wrong.size == 0:
+        return "no difference"
+    at = tuple(int(i) for i in wrong[0])
+    return (f"first wrong {what} at {list(at)}: expected {np.round(expected[at], 4).tolist()}, "
+            f"got {np.round(got[at], 4).tolist()}")
 
 # %% ../../nbs/11_embeddings.ipynb #as-ids
 def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
@@ -126,9 +144,35 @@ def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray):
     return unique_ids, summed
     ### END SOLUTION
 
+# %% ../../nbs/11_embeddings.ipynb #lesson-kernels
+class LessonKernels:
+    """This lesson's `lookup_rows`, `scatter_add_rows` and `sum_rows_by_id` behind the interface `Embedding` calls
+    (the one `tinytorch.core.row_kernels` has): `Embedding(..., kernels=lesson_kernels)` runs on them."""
+
+    def lookup_rows(self, table, ids):
+        return lookup_rows(table, ids)
+
+    def sum_rows_by_id(self, ids, rows):
+        return sum_rows_by_id(ids, rows)
+
+    def add_rows_at(self, out, ids, rows, fresh: bool = False):
+        "`out[ids[j]] += rows[j]` for every j, through your `scatter_add_rows`; `fresh=True`: `out` holds garbage."
+        dense = scatter_add_rows(ids, rows, out.shape[0])
+        if fresh:
+            out[...] = dense
+        else:
+            out += dense
+        return out
+
+    def __repr__(self):
+        return "lesson_kernels"
+
+lesson_kernels = LessonKernels()
+KERNEL_NAMES = ('lookup_rows', 'sum_rows_by_id', 'add_rows_at')
+
 # %% ../../nbs/11_embeddings.ipynb #embedding-config
-def _configure(layer, vocab_size, embedding_dim, padding_idx, sparse):
-    "Check and store an embedding's sizes, `sparse` flag and `padding_idx` (a negative one counts from the end)."
+def _configure(layer, vocab_size, embedding_dim, padding_idx, sparse, kernels=None):
+    "Check and store an embedding's sizes, `sparse` flag, `padding_idx` (a negative one counts from the end) and kernels."
     if not isinstance(sparse, (bool, np.bool_)):
         raise TypeError(f"sparse must be True or False, got {sparse!r}")
     layer.sparse = bool(sparse)
@@ -141,26 +185,19 @@ def _configure(layer, vocab_size, embedding_dim, padding_idx, sparse):
             raise ValueError(f"padding_idx {padding_idx} is outside [-{layer.vocab_size}, {layer.vocab_size})")
         padding_idx = int(padding_idx) % layer.vocab_size
     layer.padding_idx = padding_idx
+    kernels = library_kernels if kernels is None else kernels
+    missing = [name for name in KERNEL_NAMES if not callable(getattr(kernels, name, None))]
+    if missing:
+        raise TypeError(f"kernels must provide {', '.join(KERNEL_NAMES)}; {kernels!r} lacks {', '.join(missing)}")
+    layer.kernels = kernels
 
-# %% ../../nbs/11_embeddings.ipynb #embedding
-class Embedding:
-    "A learnable `(vocab_size, embedding_dim)` table; `forward(ids)` gathers one row per id."
-
-    def __init__(self, vocab_size: int, embedding_dim: int, padding_idx: Optional[int] = None,
-                 init_type: str = 'uniform', seed: Optional[int] = None, sparse: bool = False):
-        _configure(self, vocab_size, embedding_dim, padding_idx, sparse)
-        if init_type not in INIT_TYPES:
-            raise ValueError(f"init_type must be one of {INIT_TYPES}, got {init_type!r}")
-        self.init_type = init_type
-        table = init_embedding_table(self.vocab_size, self.embedding_dim, init_type, np.random.default_rng(seed))
-        if self.padding_idx is not None:
-            table[self.padding_idx] = 0
-        self.weight = Tensor(table, requires_grad=True)
-        self.parameters = [self.weight]
+# %% ../../nbs/11_embeddings.ipynb #embedding-base
+class _EmbeddingTable:
+    "What every `Embedding` has besides its forward: a table built from given weights, its size, and a repr."
 
     @classmethod
     def from_pretrained(cls, weights, freeze: bool = True, padding_idx: Optional[int] = None,
-                        sparse: bool = False) -> 'Embedding':
+                        sparse: bool = False, kernels=None):
         """An Embedding holding a float32 copy of `weights` (vocab_size, embedding_dim).
 
         As in PyTorch, the padding row keeps its given values (it only gets no gradient);
@@ -171,38 +208,11 @@ class Embedding:
         if table.dtype.kind != 'f':
             raise TypeError(f"from_pretrained expects floating-point weights, got dtype {table.dtype}")
         layer = cls.__new__(cls)
-        _configure(layer, table.shape[0], table.shape[1], padding_idx, sparse)
+        _configure(layer, table.shape[0], table.shape[1], padding_idx, sparse, kernels)
         layer.init_type = 'pretrained'
         layer.weight = Tensor(np.array(table, dtype=np.float32), requires_grad=not freeze)
         layer.parameters = [layer.weight]
         return layer
-
-    def forward(self, input_ids: Union[Tensor, List[int], np.ndarray]) -> Tensor:
-        """Rows of the table for `input_ids` of any shape: returns `(*ids.shape, embedding_dim)`.
-
-        TODO:
-        1. ids = as_token_ids(input_ids, None)    (the range is checked during the lookup)
-        2. rows = kernels.lookup_rows(W, ids)     (a new `(*ids.shape, dim)` array)
-        3. define grad_fn(g): flatten ids to (n,) and g to (n, dim), drop the positions whose id is
-           padding_idx, and return a 1-tuple with RowSparseGrad(self.weight.shape, ids, g_rows,
-           keep_sparse=self.sparse, sum_rows=kernels.sum_rows_by_id, add_rows=kernels.add_rows_at)
-        4. return Tensor._from_op(rows, (self.weight,), grad_fn)
-        Allocate nothing but `rows` in the forward pass, and no float64 anywhere.
-        """
-        ### BEGIN SOLUTION
-        ids = as_token_ids(input_ids, None)
-        weight, pad, sparse = self.weight, self.padding_idx, self.sparse
-        rows = kernels.lookup_rows(weight.data, ids)                # (*ids.shape, dim)
-        def grad_fn(g):
-            flat_ids, flat_g = ids.reshape(-1), g.reshape(-1, g.shape[-1])
-            if pad is not None:
-                keep = flat_ids != pad
-                if not keep.all():
-                    flat_ids, flat_g = flat_ids[keep], flat_g[keep]
-            return (RowSparseGrad(weight.shape, flat_ids, flat_g, keep_sparse=sparse,
-                                  sum_rows=kernels.sum_rows_by_id, add_rows=kernels.add_rows_at),)
-        return Tensor._from_op(rows, (weight,), grad_fn)
-        ### END SOLUTION
 
     def __call__(self, input_ids) -> Tensor:
         return self.forward(input_ids)
@@ -218,7 +228,51 @@ class Embedding:
         pad = f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
         frozen = "" if self.weight.requires_grad else ", frozen"
         sparse = ", sparse=True" if self.sparse else ""
-        return f"Embedding({self.vocab_size}, {self.embedding_dim}{pad}{sparse}, dtype={self.weight.dtype}{frozen})"
+        kernels = "" if self.kernels is library_kernels else f", kernels={self.kernels!r}"
+        return f"Embedding({self.vocab_size}, {self.embedding_dim}{pad}{sparse}{kernels}, dtype={self.weight.dtype}{frozen})"
+
+# %% ../../nbs/11_embeddings.ipynb #embedding
+class Embedding(_EmbeddingTable):
+    "A learnable `(vocab_size, embedding_dim)` table; `forward(ids)` gathers one row per id with `self.kernels`."
+
+    def __init__(self, vocab_size: int, embedding_dim: int, padding_idx: Optional[int] = None,
+                 init_type: str = 'uniform', seed: Optional[int] = None, sparse: bool = False, kernels=None):
+        _configure(self, vocab_size, embedding_dim, padding_idx, sparse, kernels)    # kernels=None: the library's
+        if init_type not in INIT_TYPES:
+            raise ValueError(f"init_type must be one of {INIT_TYPES}, got {init_type!r}")
+        self.init_type = init_type
+        table = init_embedding_table(self.vocab_size, self.embedding_dim, init_type, np.random.default_rng(seed))
+        if self.padding_idx is not None:
+            table[self.padding_idx] = 0
+        self.weight = Tensor(table, requires_grad=True)
+        self.parameters = [self.weight]
+
+    def forward(self, input_ids: Union[Tensor, List[int], np.ndarray]) -> Tensor:
+        """Rows of the table for `input_ids` of any shape: returns `(*ids.shape, embedding_dim)`.
+
+        TODO:
+        1. ids = as_token_ids(input_ids, None)          (the range is checked during the lookup)
+        2. rows = self.kernels.lookup_rows(W, ids)      (a new `(*ids.shape, dim)` array)
+        3. define grad_fn(g): flatten ids to (n,) and g to (n, dim), drop the positions whose id is
+           padding_idx, and return a 1-tuple with RowSparseGrad(self.weight.shape, ids, g_rows,
+           keep_sparse=self.sparse, sum_rows=self.kernels.sum_rows_by_id, add_rows=self.kernels.add_rows_at)
+        4. return Tensor._from_op(rows, (self.weight,), grad_fn)
+        Allocate nothing but `rows` in the forward pass, and no float64 anywhere.
+        """
+        ### BEGIN SOLUTION
+        ids = as_token_ids(input_ids, None)
+        weight, pad, sparse, kernels = self.weight, self.padding_idx, self.sparse, self.kernels
+        rows = kernels.lookup_rows(weight.data, ids)                # (*ids.shape, dim)
+        def grad_fn(g):
+            flat_ids, flat_g = ids.reshape(-1), g.reshape(-1, g.shape[-1])
+            if pad is not None:
+                keep = flat_ids != pad
+                if not keep.all():
+                    flat_ids, flat_g = flat_ids[keep], flat_g[keep]
+            return (RowSparseGrad(weight.shape, flat_ids, flat_g, keep_sparse=sparse,
+                                  sum_rows=kernels.sum_rows_by_id, add_rows=kernels.add_rows_at),)
+        return Tensor._from_op(rows, (weight,), grad_fn)
+        ### END SOLUTION
 
 # %% ../../nbs/11_embeddings.ipynb #sinusoidal
 def sinusoidal_table(max_seq_length: int, embedding_dim: int, base: float = 10000.0) -> np.ndarray:
@@ -239,19 +293,25 @@ def sinusoidal_table(max_seq_length: int, embedding_dim: int, base: float = 1000
     ### END SOLUTION
 
 # %% ../../nbs/11_embeddings.ipynb #seq-check
-def _check_sequence_input(x, embedding_dim: int, max_seq_length: int, who: str) -> Tensor:
-    "`x` as a Tensor of shape (seq, dim) or (batch, seq, dim) that fits `who`'s table."
+def _check_sequence_input(x, embedding_dim: int, who: str) -> Tensor:
+    "`x` as a floating-point Tensor of shape (seq, dim) or (batch, seq, dim) with `embedding_dim` columns."
     x = x if isinstance(x, Tensor) else Tensor(x)
     if x.ndim not in (2, 3):
         raise ValueError(f"{who} expects (seq, dim) or (batch, seq, dim) input, got shape {x.shape}")
     if x.dtype.kind != 'f':
         raise TypeError(f"{who} expects floating-point embeddings, got dtype {x.dtype}")
-    seq_length, dim = x.shape[-2], x.shape[-1]
-    if dim != embedding_dim:
-        raise ValueError(f"{who} expects embedding_dim {embedding_dim}, got last dimension {dim}")
-    if seq_length > max_seq_length:
-        raise ValueError(f"sequence length {seq_length} exceeds {who}'s max_seq_length {max_seq_length}")
+    if x.shape[-1] != embedding_dim:
+        raise ValueError(f"{who} expects embedding_dim {embedding_dim}, got last dimension {x.shape[-1]}")
     return x
+
+def _position_start(start_pos, seq_length: int, max_seq_length: int, who: str) -> int:
+    "`start_pos` as an int, once positions start_pos … start_pos + seq_length - 1 are known to fit the table."
+    if isinstance(start_pos, bool) or not isinstance(start_pos, (int, np.integer)) or start_pos < 0:
+        raise ValueError(f"{who}: start_pos must be a non-negative integer, got {start_pos!r}")
+    if start_pos + seq_length > max_seq_length:
+        raise ValueError(f"{who}: sequence length {seq_length} from start_pos {start_pos} needs positions up to "
+                         f"{start_pos + seq_length - 1}, past max_seq_length {max_seq_length}")
+    return int(start_pos)
 
 def _add_positions(x: Tensor, positions, inplace: bool = False) -> Tensor:
     "`x + positions` ((seq, dim) broadcast over the batch); `inplace=True` writes the sum into `x.data`."
@@ -288,18 +348,12 @@ class PositionalEncoding:
         "Evaluation mode (dropout off); returns self."
         return self.train(False)
 
-    def forward(self, embeddings: Tensor, inplace: bool = False) -> Tensor:
-        """`embeddings + pe[:seq]`, in the input's dtype, then dropout when training.
-
-        TODO: check the input with `_check_sequence_input`, take the first `seq` rows of the table
-        (in the input dtype), add them with `_add_positions(x, positions, inplace)` — gradients
-        reach the input — and apply `self._dropout`. `inplace=True` adds into the input's array.
-        """
-        ### BEGIN SOLUTION
-        x = _check_sequence_input(embeddings, self.embedding_dim, self.max_seq_length, 'PositionalEncoding')
-        positions = self.pe.data[:x.shape[-2]].astype(x.dtype, copy=False)   # (seq, dim), a view for float32
+    def forward(self, embeddings: Tensor, inplace: bool = False, start_pos: int = 0) -> Tensor:
+        "`embeddings + pe[start_pos : start_pos + seq]`, in the input's dtype, then dropout when training."
+        x = _check_sequence_input(embeddings, self.embedding_dim, 'PositionalEncoding')
+        start = _position_start(start_pos, x.shape[-2], self.max_seq_length, 'PositionalEncoding')
+        positions = self.pe.data[start:start + x.shape[-2]].astype(x.dtype, copy=False)   # (seq, dim), a view for float32
         return self._dropout(_add_positions(x, positions, inplace))
-        ### END SOLUTION
 
     def _dropout(self, x: Tensor) -> Tensor:
         if not self.training or self.dropout == 0.0:
@@ -307,8 +361,8 @@ class PositionalEncoding:
         keep = (self._rng.random(x.shape, dtype=np.float32) >= self.dropout).astype(x.dtype)
         return x * (keep / np.asarray(1.0 - self.dropout, x.dtype))
 
-    def __call__(self, embeddings: Tensor, inplace: bool = False) -> Tensor:
-        return self.forward(embeddings, inplace)
+    def __call__(self, embeddings: Tensor, inplace: bool = False, start_pos: int = 0) -> Tensor:
+        return self.forward(embeddings, inplace, start_pos)
 
     def __repr__(self):
         return f"PositionalEncoding(embedding_dim={self.embedding_dim}, max_seq_length={self.max_seq_length}, dropout={self.dropout})"
@@ -337,28 +391,41 @@ class PositionalEncoding:
 
 # %% ../../nbs/11_embeddings.ipynb #learned
 class LearnedPositionalEmbedding:
-    "Adds a trainable row per position (an `Embedding` over positions) to `(seq, dim)` or `(batch, seq, dim)` input."
+    "Adds a trainable row per position to `(seq, dim)` or `(batch, seq, dim)` input; `start_pos` shifts the rows."
 
     def __init__(self, max_seq_length: int, embedding_dim: int, seed: Optional[int] = None):
         self.max_seq_length = check_positive_int('max_seq_length', max_seq_length)
         self.embedding_dim = check_positive_int('embedding_dim', embedding_dim)
-        self.position_embedding = Embedding(self.max_seq_length, self.embedding_dim, init_type='normal', seed=seed)
+        table = np.random.default_rng(seed).standard_normal((self.max_seq_length, self.embedding_dim), dtype=np.float32)
+        table *= np.float32(1 / math.sqrt(self.embedding_dim))          # the 'normal' init of section 3
+        self.position_embedding = Embedding.from_pretrained(table, freeze=False)
         self.parameters = self.position_embedding.parameters
 
-    def forward(self, embeddings: Tensor, inplace: bool = False) -> Tensor:
-        """`embeddings + position_embedding(arange(seq))`, connected to both.
+    def forward(self, embeddings: Tensor, inplace: bool = False, start_pos: int = 0) -> Tensor:
+        """`embeddings + W[start_pos : start_pos + seq]` (W: the position table), connected to the input and to W.
 
-        TODO: check the input with `_check_sequence_input`, look up positions 0..seq-1 with
-        `self.position_embedding` and add them with `_add_positions` (broadcasting over the batch).
+        TODO: compute `out`, the input's array plus `rows` (written into `x.data` when `inplace`), and
+        `grad_fn(g)` returning `(g, grad_W)`: grad_W is zero except rows start_pos … start_pos+seq-1, which get
+        `g` summed over the batch. Return `Tensor._from_op(out, (x, W), grad_fn)`.
         """
+        x = _check_sequence_input(embeddings, self.embedding_dim, 'LearnedPositionalEmbedding')
+        seq, dim = x.shape[-2], x.shape[-1]
+        start = _position_start(start_pos, seq, self.max_seq_length, 'LearnedPositionalEmbedding')
+        if inplace and x.requires_grad and x._grad_fn is None:
+            raise ValueError("inplace=True would overwrite a leaf tensor that requires grad; use inplace=False")
+        W = self.position_embedding.weight
+        rows = W.data[start:start + seq].astype(x.dtype, copy=False)          # (seq, dim)
         ### BEGIN SOLUTION
-        x = _check_sequence_input(embeddings, self.embedding_dim, self.max_seq_length, 'LearnedPositionalEmbedding')
-        positions = self.position_embedding(np.arange(x.shape[-2]))    # (seq, dim)
-        return _add_positions(x, positions, inplace)
+        out = np.add(x.data, rows, out=x.data if inplace else None)
+        def grad_fn(g):
+            per_position = g.reshape(-1, seq, dim).sum(axis=0)               # (seq, dim): summed over the batch
+            return g, RowSparseGrad(W.shape, np.arange(start, start + seq), per_position.astype(W.dtype, copy=False),
+                                    keep_sparse=False)
+        return Tensor._from_op(out, (x, W), grad_fn)
         ### END SOLUTION
 
-    def __call__(self, embeddings: Tensor, inplace: bool = False) -> Tensor:
-        return self.forward(embeddings, inplace)
+    def __call__(self, embeddings: Tensor, inplace: bool = False, start_pos: int = 0) -> Tensor:
+        return self.forward(embeddings, inplace, start_pos)
 
     def __repr__(self):
         return f"LearnedPositionalEmbedding(max_seq_length={self.max_seq_length}, embedding_dim={self.embedding_dim})"
@@ -366,17 +433,17 @@ class LearnedPositionalEmbedding:
 # %% ../../nbs/11_embeddings.ipynb #tpe
 POSITION_KINDS = ('sinusoidal', 'learned', 'none')
 
-class TokenPositionEmbedding:
-    "Token embedding (optionally scaled by √dim) plus sinusoidal, learned or no positions."
+class _TokenPositionLayers:
+    "The parts of `TokenPositionEmbedding` besides its forward: its two layers, sizes and repr."
 
     def __init__(self, vocab_size: int, embedding_dim: int, max_seq_length: int = 512,
                  positions: str = 'sinusoidal', scale_embeddings: bool = False,
                  padding_idx: Optional[int] = None, init_type: str = 'uniform', seed: Optional[int] = None,
-                 sparse: bool = False):
+                 sparse: bool = False, kernels=None):
         if positions not in POSITION_KINDS:
             raise ValueError(f"positions must be one of {POSITION_KINDS}, got {positions!r}")
         self.tokens = Embedding(vocab_size, embedding_dim, padding_idx=padding_idx, init_type=init_type, seed=seed,
-                                sparse=sparse)
+                                sparse=sparse, kernels=kernels)
         self.max_seq_length = check_positive_int('max_seq_length', max_seq_length)
         self.position_kind, self.scale_embeddings = positions, bool(scale_embeddings)
         if positions == 'sinusoidal':
@@ -391,34 +458,53 @@ class TokenPositionEmbedding:
     vocab_size = property(lambda self: self.tokens.vocab_size)
     embedding_dim = property(lambda self: self.tokens.embedding_dim)
 
-    def forward(self, input_ids) -> Tensor:
-        """`(seq,)` or `(batch, seq)` ids → `(…, seq, dim)` vectors.
-
-        TODO: refuse ids that are not 1-D or 2-D (ValueError with the shape) and sequences
-        longer than max_seq_length (ValueError with both numbers) *before* looking anything up;
-        embed, scale by √dim when asked, add positions when there are any (in place: the token
-        vectors are a fresh array that nobody else uses).
-        """
-        ### BEGIN SOLUTION
-        ids = as_token_ids(input_ids, None)                    # the lookup checks the range
-        if ids.ndim not in (1, 2):
-            raise ValueError(f"expected (seq,) or (batch, seq) token ids, got shape {ids.shape}")
-        if ids.shape[-1] > self.max_seq_length:
-            raise ValueError(f"sequence length {ids.shape[-1]} exceeds max_seq_length {self.max_seq_length}")
-        x = self.tokens(ids)                                   # (..., seq, dim)
-        if self.scale_embeddings:
-            x = x * math.sqrt(self.embedding_dim)
-        return self.positions(x, inplace=True) if self.positions is not None else x
-        ### END SOLUTION
-
-    def __call__(self, input_ids) -> Tensor:
-        return self.forward(input_ids)
+    def __call__(self, input_ids, start_pos: int = 0) -> Tensor:
+        return self.forward(input_ids, start_pos)
 
     def __repr__(self):
         return (f"TokenPositionEmbedding({self.vocab_size}, {self.embedding_dim}, max_seq_length={self.max_seq_length}, "
                 f"positions={self.position_kind!r}, scale_embeddings={self.scale_embeddings})")
 
+# %% ../../nbs/11_embeddings.ipynb #tpe-forward
+class TokenPositionEmbedding(_TokenPositionLayers):
+    "Token embedding (optionally scaled by √dim) plus sinusoidal, learned or no positions."
+
+    def forward(self, input_ids, start_pos: int = 0) -> Tensor:
+        """`(seq,)` or `(batch, seq)` ids at positions `start_pos …` → `(…, seq, dim)` vectors.
+
+        TODO: refuse ids that are not 1-D or 2-D (ValueError with the shape) and positions past
+        max_seq_length (`_position_start(start_pos, seq, self.max_seq_length, 'TokenPositionEmbedding')`)
+        *before* looking anything up; embed, scale by √dim when asked, add positions from `start_pos` when there
+        are any (in place: the token vectors are a fresh array that nobody else uses).
+        """
+        ### BEGIN SOLUTION
+        ids = as_token_ids(input_ids, None)                    # the lookup checks the range
+        if ids.ndim not in (1, 2):
+            raise ValueError(f"expected (seq,) or (batch, seq) token ids, got shape {ids.shape}")
+        start = _position_start(start_pos, ids.shape[-1], self.max_seq_length, 'TokenPositionEmbedding')
+        x = self.tokens(ids)                                   # (..., seq, dim)
+        if self.scale_embeddings:
+            x = x * math.sqrt(self.embedding_dim)
+        return self.positions(x, inplace=True, start_pos=start) if self.positions is not None else x
+        ### END SOLUTION
+
 # %% ../../nbs/11_embeddings.ipynb #rope
+def rotate_pairs(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Turn each dimension pair (2i, 2i+1) of `x` (..., seq, dim) by the angle whose cosine and sine at position p
+    are `cos[p, i]` and `sin[p, i]` (both (seq, dim/2)). Returns a new array of x's dtype.
+
+    TODO: with a = x[..., 0::2] and b = x[..., 1::2] (the two coordinates of every pair), write
+    a·cos − b·sin into the even columns and a·sin + b·cos into the odd ones.
+    """
+    ### BEGIN SOLUTION
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = a * cos - b * sin
+    out[..., 1::2] = a * sin + b * cos
+    return out
+    ### END SOLUTION
+
+# %% ../../nbs/11_embeddings.ipynb #rope-class
 class RotaryPositionalEmbedding:
     "Rotates dimension pairs (2i, 2i+1) of `(..., seq, dim)` queries/keys by position × θ_i."
 
@@ -434,30 +520,34 @@ class RotaryPositionalEmbedding:
         self.sin, self.cos = table[:, 0::2].copy(), table[:, 1::2].copy()     # (L, dim/2) each
         self.parameters = []
 
-    def forward(self, x, offset: int = 0) -> Tensor:
-        "Rotate `x` of shape (..., seq, dim); position p of the sequence is `offset + p`."
+    def forward(self, x, start_pos: int = 0, offset: Optional[int] = None) -> Tensor:
+        "Rotate `x` of shape (..., seq, dim); position p of the sequence is `start_pos + p` (`offset`: the old name)."
+        if offset is not None:
+            if start_pos != 0:
+                raise TypeError(f"give start_pos only (offset is its old name), got start_pos={start_pos!r} and offset={offset!r}")
+            warnings.warn("RotaryPositionalEmbedding: `offset` is now called `start_pos`", DeprecationWarning, stacklevel=2)
+            start_pos = offset
         x = x if isinstance(x, Tensor) else Tensor(x)
         if x.ndim < 2 or x.shape[-1] != self.dim:
             raise ValueError(f"expected (..., seq, {self.dim}) input, got shape {x.shape}")
         if x.dtype.kind != 'f':
             raise TypeError(f"rotary embeddings need floating-point input, got dtype {x.dtype}")
         seq = x.shape[-2]
-        if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
-            raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
-        if offset + seq > self.max_seq_length:
-            raise ValueError(f"positions up to {offset + seq - 1} exceed max_seq_length {self.max_seq_length}")
-        cos = self.cos[offset:offset + seq].astype(x.dtype, copy=False)      # (seq, dim/2)
-        sin = self.sin[offset:offset + seq].astype(x.dtype, copy=False)
-        def rotate(v, sign):
-            even, odd = v[..., 0::2], v[..., 1::2]
-            out = np.empty_like(v)
-            out[..., 0::2] = even * cos - sign * odd * sin
-            out[..., 1::2] = sign * even * sin + odd * cos
-            return out
-        return Tensor._from_op(rotate(x.data, 1), (x,), lambda g: (rotate(g, -1),))
+        start = _position_start(start_pos, seq, self.max_seq_length, 'RotaryPositionalEmbedding')
+        cos = self.cos[start:start + seq].astype(x.dtype, copy=False)      # (seq, dim/2)
+        sin = self.sin[start:start + seq].astype(x.dtype, copy=False)
+        return Tensor._from_op(rotate_pairs(x.data, cos, sin), (x,), lambda g: (rotate_pairs(g, cos, -sin),))
 
-    def __call__(self, x, offset: int = 0) -> Tensor:
-        return self.forward(x, offset)
+    def __call__(self, x, start_pos: int = 0, offset: Optional[int] = None) -> Tensor:
+        return self.forward(x, start_pos, offset)
 
     def __repr__(self):
         return f"RotaryPositionalEmbedding(dim={self.dim}, max_seq_length={self.max_seq_length}, base={self.base:g})"
+
+# %% ../../nbs/11_embeddings.ipynb #profiler-import
+def __getattr__(name):
+    "`EmbeddingProfiler` lives in `tinytorch.core.profiling`; importing it from this module loads that one on first use."
+    if name == 'EmbeddingProfiler':
+        from tinytorch.core.profiling import EmbeddingProfiler
+        return EmbeddingProfiler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

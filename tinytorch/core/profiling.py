@@ -18,6 +18,18 @@ from .tensor import Tensor, no_grad
 # %% auto #0
 __all__ = ['time_call', 'lookup_bytes', 'copy_functions', 'EmbeddingProfiler', 'analyze_embedding_system_design']
 
+# %% ../../nbs/11c_profiling.ipynb #lesson-layers
+def _lesson_embedding(vocab_size: int, embedding_dim: int):
+    "The lesson's `Embedding` (seed 0): what the profiler measures unless told otherwise."
+    from tinytorch.core.embeddings import Embedding          # here, not at import: the lesson imports this module
+    return Embedding(vocab_size, embedding_dim, seed=0)
+
+def _lesson_position_layers(max_seq_length: int, embedding_dim: int) -> Dict[str, object]:
+    "The lesson's sinusoidal and learned position layers, for `compare_positional_encodings`."
+    from tinytorch.core.embeddings import LearnedPositionalEmbedding, PositionalEncoding
+    return {'sinusoidal': PositionalEncoding(embedding_dim, max_seq_length),
+            'learned': LearnedPositionalEmbedding(max_seq_length, embedding_dim, seed=0)}
+
 # %% ../../nbs/11c_profiling.ipynb #timer
 def time_call(fn, repeats: int = 20, warmup: int = 3, clock=time.perf_counter) -> Dict[str, float]:
     """Run `fn()` `warmup` times unmeasured, then `repeats` times: median, min, max and quartiles in ms.
@@ -148,11 +160,15 @@ class EmbeddingProfiler:
         self.results['backward'] = results
         return results
 
-    def analyze_memory_scaling(self, make_layer, vocab_sizes: Sequence[int], embedding_dims: Sequence[int],
+    def analyze_memory_scaling(self, vocab_sizes: Sequence[int], embedding_dims: Sequence[int], make_layer=None,
                                tokens: tuple = (32, 64), verbose: bool = True) -> Dict[str, dict]:
         """Parameters and memory of each table size (from its dtype), plus the median lookup time.
 
-        `make_layer(vocab_size, embedding_dim)` builds the layer to measure (an `Embedding`)."""
+        `make_layer(vocab_size, embedding_dim)` builds the layer to measure; by default the lesson's `Embedding`
+        (seed 0). The form `(make_layer, vocab_sizes, embedding_dims)` works too."""
+        if callable(vocab_sizes):                       # (make_layer, vocab_sizes, embedding_dims)
+            make_layer, vocab_sizes, embedding_dims = vocab_sizes, embedding_dims, make_layer
+        make_layer = make_layer or _lesson_embedding
         results = {}
         for vocab in vocab_sizes:
             for dim in embedding_dims:
@@ -173,12 +189,20 @@ class EmbeddingProfiler:
         self.results['memory'] = results
         return results
 
-    def compare_positional_encodings(self, layers: Dict[str, object], batch_size: int = 16,
+    def compare_positional_encodings(self, seq_length: Optional[int] = None, embedding_dim: Optional[int] = None,
+                                     layers: Optional[Dict[str, object]] = None, batch_size: int = 16,
                                      verbose: bool = True) -> Dict[str, dict]:
-        """Time and stored memory of adding positions with each of `layers` (name -> layer) to a
-        (batch, seq, dim) input, seq and dim taken from the layers' `max_seq_length` and `embedding_dim`."""
+        """Time and stored memory of adding positions to a (batch_size, seq_length, embedding_dim) input with each of
+        `layers` (name -> layer). By default the lesson's sinusoidal and learned layers, with room for
+        2 × seq_length positions (seq_length 100 and embedding_dim 256 unless given); with `layers` given, seq_length
+        and embedding_dim default to the first layer's. `compare_positional_encodings(layers)` works too."""
+        if isinstance(seq_length, dict):                # (layers, ...)
+            layers, seq_length = seq_length, None
+        if layers is None:
+            seq_length, embedding_dim = seq_length or 100, embedding_dim or 256
+            layers = _lesson_position_layers(2 * seq_length, embedding_dim)
         first = next(iter(layers.values()))
-        seq_length, embedding_dim = first.max_seq_length, first.embedding_dim
+        seq_length, embedding_dim = seq_length or first.max_seq_length, embedding_dim or first.embedding_dim
         x = Tensor(self.rng.standard_normal((batch_size, seq_length, embedding_dim), dtype=np.float32))
         results = {}
         for name, layer in layers.items():
