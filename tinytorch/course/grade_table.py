@@ -12,8 +12,8 @@ from pathlib import Path
 from .errors import BadInput, MissingInput
 
 # %% auto #0
-__all__ = ['UNSANDBOXED', 'CSV_FIELDS', 'Part', 'StudentResult', 'part_status', 'import_score', 'write_grades_csv',
-           'read_grades_csv', 'grades_by_student', 'write_grading_log']
+__all__ = ['UNSANDBOXED', 'CSV_FIELDS', 'Part', 'StudentResult', 'part_status', 'settle_statuses', 'import_score',
+           'write_grades_csv', 'read_grades_csv', 'grades_by_student', 'write_grading_log']
 
 # %% ../../nbs/93d_grade_table.ipynb #result
 @dataclass
@@ -22,9 +22,9 @@ class Part:
     grade_id: str
     kind: str                       # 'test': code graded by its test cell; 'answer': written, graded by hand
     max_points: float
-    points: float = 0.0             # nbgrader's
+    nbgrader_points: float = 0.0    # what nbgrader gave it
     needs_manual: bool = False
-    recheck: float | None = None    # the re-check's points; None: it gave none
+    recheck_points: float | None = None   # what the re-check gave it; None: it gave none
 
 @dataclass
 class StudentResult:
@@ -37,9 +37,10 @@ class StudentResult:
     feedback: Path | None = None
     workdir: Path | None = None
     sandboxed: bool = True                         # False: graded with --no-sandbox
+    statuses: dict = field(default_factory=dict)   # grade_id -> (status, reason): `settle_statuses`
 
     @property
-    def points(self) -> float: return sum(p.points or 0 for p in self.parts.values())
+    def points(self) -> float: return sum(p.nbgrader_points or 0 for p in self.parts.values())
     @property
     def max_points(self) -> float: return sum(p.max_points for p in self.parts.values())
 
@@ -67,6 +68,12 @@ def part_status(result: StudentResult, part: Part) -> tuple:
         reason = '; '.join(filter(None, [reason, UNSANDBOXED]))
     return status, reason
 
+def settle_statuses(result: StudentResult) -> dict:
+    """Decide every part's (status, reason) from what is known about `result` now, and keep it on `result.statuses`:
+    the feedback page, the grades CSV and (through the CSV) shards and final grades all read this one decision."""
+    result.statuses = {gid: part_status(result, p) for gid, p in result.parts.items()}
+    return result.statuses
+
 # %% ../../nbs/93d_grade_table.ipynb #score
 def import_score(status: str, points: float | None, recheck: float | None) -> float | None:
     """The points to import into a gradebook: nbgrader's for a `graded` part; for a `flagged` one the lower of
@@ -83,7 +90,7 @@ def _points_text(value: float | None) -> str:
     return '' if value is None else f"{value:g}"
 
 # New columns go last: readers of the earlier columns by position keep working.
-CSV_FIELDS = ['student', 'part', 'kind', 'points', 'max_points', 'second_channel_points', 'status', 'reason',
+CSV_FIELDS = ['student', 'part', 'kind', 'points', 'max_points', 'recheck_points', 'status', 'reason',
               'assignment', 'score']
 
 def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
@@ -92,17 +99,19 @@ def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
         w = csv.DictWriter(f, CSV_FIELDS)
         w.writeheader()
         for r in results:
+            statuses = r.statuses or settle_statuses(r)
             for gid, p in r.parts.items():
-                status, reason = part_status(r, p)
-                points = None if status == 'needs manual grading' else p.points
+                status, reason = statuses[gid]
+                points = None if status == 'needs manual grading' else p.nbgrader_points
                 w.writerow({'student': r.student, 'part': gid, 'kind': p.kind, 'points': _points_text(points),
-                            'max_points': _points_text(p.max_points), 'second_channel_points': _points_text(p.recheck),
+                            'max_points': _points_text(p.max_points), 'recheck_points': _points_text(p.recheck_points),
                             'status': status, 'reason': reason, 'assignment': assignment,
-                            'score': _points_text(import_score(status, points, p.recheck))})
+                            'score': _points_text(import_score(status, points, p.recheck_points))})
     return path
 
 # %% ../../nbs/93d_grade_table.ipynb #read-csv
 _BEFORE_SCORE = CSV_FIELDS[:CSV_FIELDS.index('score')]      # the columns of a CSV written before `score` existed
+_RENAMED = {'second_channel_points': 'recheck_points'}       # a column's earlier name -> its name today
 
 def _points_value(text: str, where: str) -> float | None:
     try:
@@ -112,11 +121,12 @@ def _points_value(text: str, where: str) -> float | None:
 
 def _with_score(row: dict, where: str) -> dict:
     "A row of a CSV written before the `score` column, with the score the grader writes today."
-    score = import_score(row['status'], _points_value(row['points'], where), _points_value(row['second_channel_points'], where))
+    score = import_score(row['status'], _points_value(row['points'], where), _points_value(row['recheck_points'], where))
     return {**row, 'score': '' if score is None else f"{score:g}"}
 
 def read_grades_csv(path) -> list:
-    """The rows of one grades CSV as dicts (a CSV from before the `score` column gets its scores filled in);
+    """The rows of one grades CSV as dicts with today's columns (a CSV from before the `score` column gets its scores
+    filled in, an earlier column name is read as today's);
     MissingInput or BadInput naming the file when it isn't one."""
     path = Path(path)
     if not path.exists():
@@ -126,10 +136,10 @@ def read_grades_csv(path) -> list:
             lines = list(csv.reader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise BadInput(f"{path}: can't be read as a grades CSV ({type(e).__name__}: {e})") from None
-    header = lines[0] if lines else None
+    header = [_RENAMED.get(c, c) for c in lines[0]] if lines else None      # earlier names read as today's
     if header not in (CSV_FIELDS, _BEFORE_SCORE):
         missing = [c for c in CSV_FIELDS if c not in (header or [])]
-        raise BadInput(f"{path}: columns {header or 'an empty file'} don't match the grades CSV's {CSV_FIELDS}"
+        raise BadInput(f"{path}: columns {lines[0] if lines else 'an empty file'} don't match the grades CSV's {CSV_FIELDS}"
                          + (f" (missing: {', '.join(missing)})" if header and missing else ''))
     for number, line in enumerate(lines[1:], start=1):
         if len(line) != len(header):

@@ -27,7 +27,9 @@ def create_gradebooks(source: Path, course_dir: Path, cell_timeout: int) -> Path
     template = course_dir / '.template'
     if template.exists():
         shutil.rmtree(template)
-    write_course(template, [source], cell_timeout)
+    (template / 'source' / source.stem).mkdir(parents=True)       # the master's files: checked once, copied
+    shutil.copy(course_dir / 'nbgrader_config.py', template)
+    shutil.copy(course_dir / 'source' / source.stem / source.name, template / 'source' / source.stem)
     with ThreadPoolExecutor(2) as pool:       # the master's gradebook and a student-free template
         runs = list(pool.map(lambda folder: run_nbgrader(folder, 'generate_assignment', source.stem, '--force'),
                              (course_dir, template)))
@@ -89,7 +91,7 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
                 part = result.parts.get(g.name)
                 if part is None:
                     continue
-                g.auto_score = None if (part.kind == 'answer' and not result.failure) else part.points
+                g.auto_score = None if (part.kind == 'answer' and not result.failure) else part.nbgrader_points
                 g.needs_manual_grade = part.kind == 'answer' and not result.failure
         gb.db.commit()
 

@@ -16,27 +16,27 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .assignments import find_leaks, find_notebook, secret_lines
+from .assignments import find_leaks, secret_lines
 from .errors import BadInput, MissingInput
 from tinytorch.course.grade_table import (
-    UNSANDBOXED, Part, StudentResult, part_status, write_grades_csv, write_grading_log,
+    UNSANDBOXED, Part, StudentResult, settle_statuses, write_grades_csv, write_grading_log,
 )
 from tinytorch.course.gradebook import (
     GradebookGuard, autograde_command, autograded_path, create_gradebooks, merge_into_gradebook, read_copy_grades,
     write_submission_course,
 )
 from tinytorch.course.notebooks import (
-    NotebookError, cell_source, default_exp, is_exported, read_nb, strip_hidden_tests,
+    NotebookError, cell_source, default_exp, find_notebook, is_exported, read_nb, strip_hidden_tests,
 )
 from .recheck import RecheckFailed, RecheckResult, new_token, read_results, recheck_command
 from tinytorch.course.sandbox import (
-    Sandbox, grading_uid, isolation_level, run_isolated, uid_layer_available, was_killed,
+    Sandbox, grading_uid, isolation_level, run_isolated, was_killed,
 )
 from .shards import parse_shard, select_shard
 
 # %% auto #0
 __all__ = ['repair_submission', 'exported_source', 'recheck_submission', 'sanitize_for_feedback', 'GradingSetup', 'empty_parts',
-           'grade_one', 'write_feedback', 'render_feedback', 'find_submissions', 'prepare', 'grade']
+           'grade_one', 'write_feedback', 'render_feedback', 'find_submissions', 'set_up_grading', 'grade']
 
 # %% ../../nbs/93_grading.ipynb #check
 def _graded_ids(nb: dict) -> dict:
@@ -129,9 +129,12 @@ def sanitize_for_feedback(nb: dict) -> dict:
 # %% ../../nbs/93_grading.ipynb #setup
 @dataclass
 class GradingSetup:
+    "What every submission of one grading run is graded against: decided once, before the first submission."
     assignment: str            # e.g. 11_embeddings
-    notebook: Path             # the source notebook
+    notebook: Path             # the source notebook (the master course's frozen copy)
+    source: dict               # that notebook, read once
     module: str                # e.g. core.embeddings
+    level: str                 # the isolation level: 'sandbox+uid', 'sandbox' or 'none' (`isolation_level`)
     template: Path             # folder with nbgrader_config.py and the template gradebook.db
     work_root: Path
     cell_timeout: int = 30
@@ -167,12 +170,12 @@ def _apply_recheck(result: StudentResult, verdicts: RecheckResult):
     "Record the re-check's points on each code part, and flag where it disagrees with nbgrader."
     tests = [p for p in result.parts.values() if p.kind == 'test']
     for part in tests:
-        part.recheck = part.max_points if verdicts.passed(part.grade_id) else 0.0
+        part.recheck_points = part.max_points if verdicts.passed(part.grade_id) else 0.0
     if verdicts.import_error:
         result.flags.append(f"the student's exported code does not import outside the notebook "
                             f"({verdicts.import_error}); the re-check scores it 0")
         return
-    disagree = [p.grade_id for p in tests if p.recheck != p.points]
+    disagree = [p.grade_id for p in tests if p.recheck_points != p.nbgrader_points]
     if disagree:
         result.flags.append(f"the re-check outside the student's kernel disagrees with nbgrader on {disagree}")
 
@@ -194,7 +197,7 @@ def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path
         result.flags.append(f"nbgrader graded {sorted(grades)} instead of {sorted(result.parts)}")
     for gid, g in grades.items():
         if gid in result.parts:
-            result.parts[gid].points, result.parts[gid].needs_manual = g['points'] or 0.0, g['needs_manual']
+            result.parts[gid].nbgrader_points, result.parts[gid].needs_manual = g['points'] or 0.0, g['needs_manual']
     unran = _unran_graded_cells(autograded)
     if unran:
         result.flags.append(f"graded cells that never ran: {unran}")
@@ -204,9 +207,9 @@ def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path
 def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, slot: int = 0) -> StudentResult:
     "Check, grade (twice) and post-check one student's submission in a private temporary copy."
     start, result = time.perf_counter(), StudentResult(student, sandboxed=setup.sandbox is not None)
-    source = read_nb(setup.notebook)
+    source = setup.source
     result.parts = empty_parts(source)
-    uid = grading_uid(slot) if (setup.sandbox is not None and uid_layer_available()) else None
+    uid = grading_uid(slot) if setup.level == 'sandbox+uid' else None
     work = Path(tempfile.mkdtemp(prefix=f'{student}-', dir=setup.work_root))   # mode 700
     if uid is not None:
         os.chown(work, uid, uid)
@@ -229,7 +232,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
     except Exception as e:
         result.failure = str(e)
         for p in result.parts.values():
-            p.points = 0.0
+            p.nbgrader_points = 0.0
         return result
     finally:
         result.seconds = time.perf_counter() - start
@@ -241,8 +244,8 @@ def write_feedback(result: StudentResult, assignment: str, dest: Path) -> Path:
     nb = read_nb(result.autograded)
     rows = ['| part | points | status |', '|---|---|---|']
     for gid, p in result.parts.items():
-        status, _ = part_status(result, p)
-        shown = '–' if status == 'needs manual grading' else f"{p.points:g}"
+        status, _ = result.statuses[gid]
+        shown = '–' if status == 'needs manual grading' else f"{p.nbgrader_points:g}"
         rows.append(f"| `{gid}` | {shown} / {p.max_points:g} | {status} |")
     header = (f"# Feedback: {assignment}, {result.student}\n\n**Autograded: {result.points:g} / "
               f"{sum(p.max_points for p in result.parts.values() if p.kind == 'test'):g} points.** "
@@ -269,10 +272,11 @@ def find_submissions(submissions_dir, notebook_name: str) -> list:
     folders = sorted(p for p in Path(submissions_dir).iterdir() if p.is_dir() and not p.name.startswith('.'))
     return [(p.name, p / notebook_name if (p / notebook_name).exists() else None) for p in folders]
 
-def _default_exp(notebook: Path) -> str:
-    exp = default_exp(read_nb(notebook))
+def _default_exp(nb: dict, name: str) -> str:
+    "The module notebook `nb` (named `name`) exports to; BadInput when it names none."
+    exp = default_exp(nb)
     if not exp:
-        raise BadInput(f"{notebook.name} has no '#| default_exp' cell")
+        raise BadInput(f"{name} has no '#| default_exp' cell")
     return exp
 
 def _grading_package(module: str, dest: Path) -> Path:
@@ -283,10 +287,10 @@ def _grading_package(module: str, dest: Path) -> Path:
     return dest
 
 # %% ../../nbs/93_grading.ipynb #prepare
-def prepare(module, nbs_dir, course_dir, cell_timeout: int = 30, wall_seconds: float = 300,
-            sandbox: bool = True, hide=()) -> GradingSetup:
-    """Master course (source + gradebook) in `course_dir`, a template gradebook with no students, and the
-    sandbox every run gets (it never shows `nbs_dir`, `course_dir` or the folders in `hide`)."""
+def set_up_grading(module, nbs_dir, course_dir, level: str, cell_timeout: int = 30, wall_seconds: float = 300,
+                   hide=()) -> GradingSetup:
+    """Master course (source + gradebook) in `course_dir`, a template gradebook with no students, and, unless the
+    isolation `level` is 'none', the sandbox every run gets (it never shows `nbs_dir`, `course_dir` or `hide`)."""
     source = find_notebook(module, nbs_dir)
     course_dir = Path(course_dir)
     template = create_gradebooks(source, course_dir, cell_timeout)
@@ -295,15 +299,17 @@ def prepare(module, nbs_dir, course_dir, cell_timeout: int = 30, wall_seconds: f
     work_root = Path(tempfile.mkdtemp(prefix='tinytorch-grading-'))
     os.chmod(work_root, 0o711)
     frozen = course_dir / 'source' / source.stem / source.name   # the copy this whole run grades against
-    module_name = _default_exp(frozen)
+    source_nb = read_nb(frozen)
+    module_name = _default_exp(source_nb, frozen.name)
     box = None
-    if sandbox:
+    if level != 'none':
         hidden = {q for p in (nbs_dir, course_dir, source, *hide) for q in (os.path.abspath(p), os.path.realpath(p))}
         box = Sandbox(tuple(sorted(hidden)), _grading_package(module_name, work_root / 'package' / 'tinytorch'))
-    return GradingSetup(source.stem, frozen, module_name, template, work_root, cell_timeout, wall_seconds, box)
+    return GradingSetup(source.stem, frozen, source_nb, module_name, level, template, work_root, cell_timeout,
+                        wall_seconds, box)
 
 # %% ../../nbs/93_grading.ipynb #collect
-def _collect(setup: GradingSetup, course_dir: Path, result: StudentResult, hidden: set):
+def _publish(setup: GradingSetup, course_dir: Path, result: StudentResult, hidden: set):
     "Copy the autograded notebook into the master course, write feedback free of `hidden` lines, drop the work folder."
     if result.autograded is not None and result.autograded.exists():
         dest = course_dir / 'autograded' / result.student / setup.assignment / result.autograded.name
@@ -317,6 +323,7 @@ def _collect(setup: GradingSetup, course_dir: Path, result: StudentResult, hidde
         if leaks:
             page.unlink()
             result.flags.append('feedback withheld: it contained hidden-test lines')
+            settle_statuses(result)                    # the new flag changes the parts' status
         else:
             result.feedback = page
     else:
@@ -365,8 +372,7 @@ def _grade_all(setup: GradingSetup, subs: list, course_dir: Path, jobs: int, log
     def work(item):
         student, path = item
         if not _STUDENT_ID.match(student):
-            source = read_nb(setup.notebook)
-            return StudentResult(student, empty_parts(source), failure=f"folder name {student!r} is not a "
+            return StudentResult(student, empty_parts(setup.source), failure=f"folder name {student!r} is not a "
                                  "valid student id", sandboxed=setup.sandbox is not None)
         slot = slots.get()
         try:
@@ -375,12 +381,13 @@ def _grade_all(setup: GradingSetup, subs: list, course_dir: Path, jobs: int, log
             slots.put(slot)
 
     results = []
-    hidden = secret_lines(setup.notebook, solutions=False)     # what feedback must never show
+    hidden = secret_lines(setup.source, solutions=False)     # what feedback must never show
     guard = GradebookGuard(course_dir / 'gradebook.db')
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for r in pool.map(work, subs):
-            _collect(setup, course_dir, r, hidden)
             guard.check(r)
+            settle_statuses(r)
+            _publish(setup, course_dir, r, hidden)
             if _STUDENT_ID.match(r.student):
                 merge_into_gradebook(course_dir, setup.assignment, r)
             guard.accept()
@@ -399,7 +406,7 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
         raise MissingInput(f"{submissions_dir}: no such folder (expected SUBMISSIONS/<student>/<notebook>.ipynb)")
     course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
     level = isolation_level(sandbox)
-    setup = prepare(module, nbs_dir, course_dir, cell_timeout, wall_seconds, sandbox, hide=(submissions_dir,))
+    setup = set_up_grading(module, nbs_dir, course_dir, level, cell_timeout, wall_seconds, hide=(submissions_dir,))
     try:
         found = find_submissions(submissions_dir, setup.notebook.name)
         if not found:

@@ -23,12 +23,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .assignments import find_leaks, module_number, secret_lines
+from .assignments import find_leaks, secret_lines
 from .errors import BadInput, MissingInput, NotReady
 from .grade_table import grades_by_student
 from .gradebook import read_gradebook
 from .grading import render_feedback
-from .notebooks import nbgrader_fields, read_nb
+from .notebooks import module_number, nbgrader_fields, read_nb
 
 # %% auto #0
 __all__ = ['FORMGRADE_CONFIG', 'FORMGRADE_TEMPLATE', 'FINAL_COLUMNS', 'CourseNotGraded', 'graded_assignment',
@@ -123,6 +123,7 @@ def _wait_until_serving(url: str, server: subprocess.Popen, log: Path):
     tail = log.read_text(errors='replace')[-1500:]
     raise RuntimeError(f"the formgrader's server stopped (exit {server.returncode}); the end of {log}:\n{tail}")
 
+# %% ../../nbs/93f_manual_grading.ipynb #serve-2
 def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.stdout) -> int:
     "Serve the formgrader on a graded course until Ctrl-C or SIGTERM; print its address first."
     course = Path(course_dir)

@@ -11,12 +11,13 @@ from pathlib import Path
 import nbformat
 from fastcore.nbio import NbCell
 
-from .errors import BadInput
+from .errors import BadInput, MissingInput
 
 # %% auto #0
 __all__ = ['EXPORT_DIRECTIVES', 'BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'ANSWER_MARKER', 'TEST_FUNC',
            'NotebookError', 'reads_nb', 'read_nb', 'writes_nb', 'write_nb', 'cell_source', 'cell_directives',
-           'parse_directives', 'is_exported', 'default_exp', 'strip_hidden_tests', 'nbgrader_fields']
+           'parse_directives', 'is_exported', 'default_exp', 'strip_hidden_tests', 'nbgrader_fields', 'module_number',
+           'find_notebook']
 
 # %% ../../nbs/89a_notebooks.ipynb #read
 class NotebookError(BadInput):
@@ -100,3 +101,20 @@ def strip_hidden_tests(source: str) -> str:
 def nbgrader_fields(cell) -> dict:
     "A cell's nbgrader metadata; {} when it has none."
     return (cell.get('metadata') or {}).get('nbgrader') or {}
+
+# %% ../../nbs/89a_notebooks.ipynb #find
+def module_number(module) -> str:
+    "Module `module` (e.g. 11 or '11') as its notebooks' two-digit prefix; BadInput if it isn't a number."
+    if not str(module).isdigit():
+        raise BadInput(f"a module is named by its number, e.g. 11; got {module!r}")
+    return f"{int(module):02d}"
+
+def find_notebook(module, nbs_dir) -> Path:
+    "The notebook `nbs_dir/<NN>_*.ipynb` for module number `module` (e.g. 11 or '11')."
+    nbs_dir = Path(nbs_dir)
+    number = module_number(module)
+    found = sorted(nbs_dir.glob(f"{number}_*.ipynb"))
+    if len(found) != 1:
+        have = ', '.join(p.name for p in sorted(nbs_dir.glob('[0-9][0-9]_*.ipynb'))) or 'none'
+        raise MissingInput(f"no single notebook for module {number} in {nbs_dir} (notebooks: {have})")
+    return found[0]

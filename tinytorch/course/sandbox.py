@@ -129,8 +129,9 @@ def isolation_level(sandbox: bool = True) -> str:
     "'sandbox+uid' (as root: also an unprivileged uid), 'sandbox', or 'none'; raises SandboxUnavailable when none can be had."
     if not sandbox:
         return 'none'
-    if sandbox_problem():
-        raise SandboxUnavailable(sandbox_problem())
+    problem = sandbox_problem()
+    if problem:
+        raise SandboxUnavailable(problem)
     return 'sandbox+uid' if uid_layer_available() else 'sandbox'
 
 # %% ../../nbs/93b_sandbox.ipynb #run-isolated
