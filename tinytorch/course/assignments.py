@@ -135,9 +135,9 @@ def sync_metadata(path, check: bool = False) -> list:
         write_nb(nb, path)
     return [nb['cells'][i].get('id', str(i)) for i in changed]
 
-def graded_parts(path) -> list:
-    "[(grade_id, role, points)] of a notebook's graded cells (tests and written answers), in order."
-    nb = read_nb(path)
+def graded_parts(notebook) -> list:
+    "[(grade_id, role, points)] of a notebook's graded cells (tests and written answers), in order; `notebook`: a path or a notebook read."
+    nb = notebook if isinstance(notebook, dict) else read_nb(notebook)
     parts = []
     for cell in nb['cells']:
         g = nbgrader_fields(cell)

@@ -5,7 +5,6 @@
 # %% ../../nbs/93_grading.ipynb #imports
 from __future__ import annotations
 
-import html
 import os
 import queue
 import re
@@ -16,8 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .assignments import find_leaks, secret_lines
+from .assignments import graded_parts, secret_lines
 from .errors import BadInput, MissingInput
+from .feedback import publish_feedback
 from tinytorch.course.grade_table import (
     UNSANDBOXED, Part, StudentResult, settle_statuses, write_grades_csv, write_grading_log,
 )
@@ -26,7 +26,7 @@ from tinytorch.course.gradebook import (
     write_submission_course,
 )
 from tinytorch.course.notebooks import (
-    NotebookError, cell_source, default_exp, find_notebook, is_exported, read_nb, strip_hidden_tests,
+    NotebookError, cell_source, default_exp, find_notebook, is_exported, read_nb,
 )
 from .recheck import RecheckFailed, RecheckResult, new_token, read_results, recheck_command
 from tinytorch.course.sandbox import (
@@ -35,8 +35,8 @@ from tinytorch.course.sandbox import (
 from .shards import parse_shard, select_shard
 
 # %% auto #0
-__all__ = ['repair_submission', 'exported_source', 'recheck_submission', 'sanitize_for_feedback', 'GradingSetup', 'empty_parts',
-           'grade_one', 'write_feedback', 'render_feedback', 'find_submissions', 'set_up_grading', 'grade']
+__all__ = ['repair_submission', 'exported_source', 'recheck_submission', 'GradingSetup', 'empty_parts', 'grade_one',
+           'write_feedback', 'find_submissions', 'set_up_grading', 'grade']
 
 # %% ../../nbs/93_grading.ipynb #check
 def _graded_ids(nb: dict) -> dict:
@@ -114,18 +114,6 @@ def recheck_submission(submission: dict, source_nb: Path, test_parts: list, work
         tail = (run.stderr.strip().splitlines() or ['no error output'])[-1][:200]
         raise RecheckFailed(f"{e} (exit {run.returncode}: {tail})") from None
 
-# %% ../../nbs/93_grading.ipynb #feedback
-def sanitize_for_feedback(nb: dict) -> dict:
-    "Remove hidden tests from sources and tracebacks from errors (messages are kept)."
-    for cell in nb['cells']:
-        if cell['cell_type'] != 'code':
-            continue
-        cell['source'] = strip_hidden_tests(cell_source(cell))
-        for out in cell.get('outputs', []):
-            if out.get('output_type') == 'error':
-                out['traceback'] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
-    return nb
-
 # %% ../../nbs/93_grading.ipynb #setup
 @dataclass
 class GradingSetup:
@@ -142,15 +130,9 @@ class GradingSetup:
     sandbox: Sandbox | None = None   # None: --no-sandbox
 
 # %% ../../nbs/93_grading.ipynb #parts
-def _expected_parts(source: dict) -> dict:
-    return {c['metadata']['nbgrader']['grade_id']: c for c in source['cells']
-            if (c.get('metadata', {}).get('nbgrader') or {}).get('grade')}
-
 def empty_parts(source: dict) -> dict:
-    "grade_id -> `Part` at 0 points, for every graded part of `source`."
-    return {gid: Part(gid, 'answer' if c['cell_type'] == 'markdown' else 'test',
-                      float(c['metadata']['nbgrader']['points']), needs_manual=c['cell_type'] == 'markdown')
-            for gid, c in _expected_parts(source).items()}
+    "grade_id -> `Part` at 0 points, for every graded part of `source` (`assignments.graded_parts`)."
+    return {gid: Part(gid, kind, points, needs_manual=kind == 'answer') for gid, kind, points in graded_parts(source)}
 
 # %% ../../nbs/93_grading.ipynb #checks
 def _unran_graded_cells(autograded: Path) -> list:
@@ -239,8 +221,8 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
         result.workdir = work
 
 # %% ../../nbs/93_grading.ipynb #feedback-page
-def write_feedback(result: StudentResult, assignment: str, dest: Path) -> Path:
-    "Feedback HTML for one student: a score table, then their autograded notebook without hidden tests."
+def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: set) -> Path | None:
+    "Feedback HTML for one student: a score table, then their autograded notebook; None when it was withheld."
     nb = read_nb(result.autograded)
     rows = ['| part | points | status |', '|---|---|---|']
     for gid, p in result.parts.items():
@@ -250,19 +232,7 @@ def write_feedback(result: StudentResult, assignment: str, dest: Path) -> Path:
     header = (f"# Feedback: {assignment}, {result.student}\n\n**Autograded: {result.points:g} / "
               f"{sum(p.max_points for p in result.parts.values() if p.kind == 'test'):g} points.** "
               "Written answers are graded by your instructor.\n\n" + '\n'.join(rows))
-    return render_feedback(nb, header, dest)
-
-def render_feedback(nb: dict, header: str, dest: Path) -> Path:
-    "Write `nb` as feedback HTML under a markdown `header`, hidden tests and tracebacks removed."
-    from nbconvert import HTMLExporter
-    import nbformat
-    nb = dict(nb, cells=[{'cell_type': 'markdown', 'metadata': {}, 'source': header, 'id': 'tinytorch-feedback'},
-                         *nb['cells']])
-    node = nbformat.from_dict(sanitize_for_feedback(nb))   # the notebook type nbconvert expects
-    body, _ = HTMLExporter(template_name='classic').from_notebook_node(node)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(body, encoding='utf-8')
-    return dest
+    return publish_feedback(nb, header, dest, hidden)
 
 # %% ../../nbs/93_grading.ipynb #find
 _STUDENT_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$')
@@ -318,10 +288,8 @@ def _publish(setup: GradingSetup, course_dir: Path, result: StudentResult, hidde
         os.chmod(dest, 0o644)
         result.autograded = dest
         page = write_feedback(result, setup.assignment, course_dir / 'feedback' / result.student /
-                              setup.assignment / f"{setup.notebook.stem}.html")
-        leaks = find_leaks(hidden, html.unescape(page.read_text(encoding='utf-8')))
-        if leaks:
-            page.unlink()
+                              setup.assignment / f"{setup.notebook.stem}.html", hidden)
+        if page is None:
             result.flags.append('feedback withheld: it contained hidden-test lines')
             settle_statuses(result)                    # the new flag changes the parts' status
         else:

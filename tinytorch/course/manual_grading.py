@@ -7,7 +7,6 @@ final grades file per module and give every student feedback with your scores an
 from __future__ import annotations
 
 import csv
-import html
 import importlib.util
 import json
 import os
@@ -23,11 +22,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .assignments import find_leaks, secret_lines
+from .assignments import secret_lines
 from .errors import BadInput, MissingInput, NotReady
 from .grade_table import grades_by_student
 from .gradebook import read_gradebook
-from .grading import render_feedback
+from .feedback import publish_feedback
 from .notebooks import module_number, nbgrader_fields, read_nb
 
 # %% auto #0
@@ -248,10 +247,6 @@ def regenerate_feedback(course: Path, assignment: str, parts: dict, rows: list) 
             continue
         nb = with_comments(read_nb(autograded),
                            {p: s['comment'] for p, s in scores.get(row['student'], {}).items()})
-        page = render_feedback(nb, _feedback_header(assignment, row, parts),
-                               course / 'feedback' / row['student'] / assignment / f"{assignment}.html")
-        if find_leaks(hidden, html.unescape(page.read_text(encoding='utf-8'))):
-            page.unlink()
-            page = None
-        pages[row['student']] = page
+        pages[row['student']] = publish_feedback(nb, _feedback_header(assignment, row, parts), course / 'feedback'
+                                                 / row['student'] / assignment / f"{assignment}.html", hidden)
     return pages
