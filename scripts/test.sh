@@ -32,4 +32,4 @@ check_unchanged "nbdev-export leaves tinytorch/ unchanged" "$BIN/nbdev-export"
 echo "...  [nbdev-test] running every notebook"
 "$BIN/nbdev-test" --n-workers 2
 echo "...  [pytest]"
-"$BIN/python" -m pytest -o addopts="" -q "$@"
+"$BIN/python" -m pytest -o addopts="" -q --durations=20 "$@"

@@ -30,3 +30,17 @@ def pytest_configure(config):
         sys.path.insert(0, str(Path(root).resolve()))
         for name in [m for m in sys.modules if m == "tinytorch" or m.startswith("tinytorch.")]:
             del sys.modules[name]
+
+
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def release_11(tmp_path_factory) -> Path:
+    """The student release of module 11 from nbs/, built once per test session (nbgrader runs once, not once per
+    test file): the path of the released notebook. Tests read it and write their own copies; none changes it."""
+    pytest.importorskip("nbgrader")
+    from tinytorch.course.assignments import release
+    return release(11, ROOT / "nbs", tmp_path_factory.mktemp("release-11"), cell_timeout=30)

@@ -163,7 +163,7 @@ def _raise(error):
 BUGS = {   # command line, the course function a bug is planted in, the plain exception it raises
     "demo": (["demo", "--steps", "5"], "tinytorch.core.char_model.train_char_model", RuntimeError("tensor shapes disagree")),
     "release": (["release", "11"], "tinytorch.course.assignments.release", ValueError("bad cell index")),
-    "test": (["test", "11"], "tinytorch.course.assignments.find_notebook", FileNotFoundError("a lost temp file")),
+    "test": (["test", "11"], "tinytorch.course.notebooks.find_notebook", FileNotFoundError("a lost temp file")),
     "grade": (["grade", "11", "{tmp}"], "tinytorch.course.grading.grade", KeyError("grade_id")),
     "grade-merge": (["grade-merge", "{tmp}/out.csv", "{tmp}/a.csv"], "tinytorch.course.shards.merge_grade_csvs",
                     ValueError("could not convert string to float: ''")),
@@ -230,7 +230,7 @@ def test_usage_errors_keep_their_builtin_bases():
     "Code that caught the built-in exceptions before keeps working."
     from tinytorch.cli import DemoInputError
     from tinytorch.course.assignments import MarkerError
-    from tinytorch.course.grading import SandboxUnavailable
+    from tinytorch.course.sandbox import SandboxUnavailable
     from tinytorch.course.manual_grading import CourseNotGraded
     for cls, builtin in ((DemoInputError, ValueError), (MarkerError, ValueError),
                          (SandboxUnavailable, RuntimeError), (CourseNotGraded, FileNotFoundError)):

@@ -13,8 +13,9 @@ pytest.importorskip("nbgrader")
 
 from course_scenarios import build, solve, vandal_report, write_submissions  # noqa: E402
 from tinytorch.course.assignments import (  # noqa: E402
-    check_metadata, find_leaks, graded_parts, notebook_text, release, run_notebook_tests, secret_lines,
+    check_metadata, find_leaks, graded_parts, notebook_text, secret_lines,
 )
+from tinytorch.course.selftest import run_notebook_tests  # noqa: E402
 from tinytorch.course.grading import grade  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,9 +29,8 @@ FULL = sum(TESTS.values())
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    path = release(11, NBS, tmp_path_factory.mktemp("release"), cell_timeout=CELL_TIMEOUT)
-    return json.loads(path.read_text()), path
+def released(release_11):
+    return json.loads(release_11.read_text()), release_11
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +154,7 @@ def test_reference_gets_full_marks_and_agrees(graded):
     assert points(graded, "reference") == TESTS
     assert statuses(graded, "reference") == {"graded"}
     rows = [r for r in graded["rows"] if r["student"] == "reference" and r["kind"] == "test"]
-    assert all(r["second_channel_points"] == r["points"] for r in rows)
+    assert all(r["recheck_points"] == r["points"] for r in rows)
     answers = [r for r in graded["rows"] if r["student"] == "reference" and r["kind"] == "answer"]
     assert len(answers) == 3 and {r["status"] for r in answers} == {"needs manual grading"}
 
@@ -222,14 +222,14 @@ def test_input_transformer_is_caught_by_the_second_channel(graded):
     assert points(graded, "input-transformer") == TESTS
     assert any("disagrees" in f or "does not import" in f for f in r.flags), r.flags
     rows = {x["part"]: x for x in graded["rows"] if x["student"] == "input-transformer" and x["kind"] == "test"}
-    assert rows["test_sinusoidal_table"]["second_channel_points"] == "0"
+    assert rows["test_sinusoidal_table"]["recheck_points"] == "0"
     assert {x["status"] for x in rows.values()} == {"flagged"}
 
 
 def test_fake_result_markers_change_nothing(graded):
     # the student's code prints "every test passed" (the old stdout marker and the re-check's JSON) on import,
     # from inside a test and at exit, and at exit overwrites the re-check's results file: graded as without it
-    for column in ("points", "second_channel_points", "status", "score"):
+    for column in ("points", "recheck_points", "status", "score"):
         assert _column(graded, "fake-marker", column) == _column(graded, "broken-sinusoid", column), column
     assert statuses(graded, "fake-marker") == {"graded"}
     assert points(graded, "fake-marker") == all_but({"test_sinusoidal_table"})
@@ -242,7 +242,7 @@ def test_forged_results_file_is_flagged_and_scores_nothing(graded):
     assert any("token" in f for f in r.flags), r.flags
     assert statuses(graded, "forged-results") == {"flagged"}
     assert points(graded, "forged-results") == all_but({"test_sinusoidal_table"})        # nbgrader's, honest
-    assert set(_column(graded, "forged-results", "second_channel_points").values()) == {""}
+    assert set(_column(graded, "forged-results", "recheck_points").values()) == {""}
     assert set(_column(graded, "forged-results", "score").values()) == {"0"}
 
 
@@ -293,7 +293,7 @@ def test_score_column_is_what_to_import_for_every_scenario(graded):
         if status == "graded":
             assert score == row["points"], row
         elif status == "flagged":
-            assert float(score) == min(float(row["points"]), float(row["second_channel_points"] or 0)), row
+            assert float(score) == min(float(row["points"]), float(row["recheck_points"] or 0)), row
         else:
             assert status in ("needs manual grading", "failed") and score == "", row
 

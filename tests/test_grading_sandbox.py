@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("nbgrader")
 
 from course_scenarios import vandal_report, write_submissions  # noqa: E402
-from tinytorch.course.assignments import find_leaks, graded_parts, release, secret_lines  # noqa: E402
+from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "nbs" / "11_embeddings.ipynb"
@@ -36,8 +36,8 @@ def digest(folder: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    return json.loads(release(11, ROOT / "nbs", tmp_path_factory.mktemp("release")).read_text())
+def released(release_11):
+    return json.loads(release_11.read_text())
 
 
 def make_class(base: Path, released: dict, students=STUDENTS) -> dict:

@@ -18,7 +18,7 @@ pytest.importorskip("nbgrader")
 
 from browser import chromium  # noqa: E402
 from course_scenarios import write_submissions  # noqa: E402
-from tinytorch.course.assignments import find_leaks, graded_parts, release, secret_lines  # noqa: E402
+from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
 from tinytorch.course.grading import grade  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,10 +34,9 @@ CODE_MAX = sum(pts for kind, pts in PARTS.values() if kind == "test")
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
+def course(tmp_path_factory, release_11):
     base = tmp_path_factory.mktemp("term")
-    released = release(11, NBS, base / "release", cell_timeout=30)
-    subs = write_submissions(base / "submissions", json.loads(released.read_text()), json.loads(SOURCE.read_text()),
+    subs = write_submissions(base / "submissions", json.loads(release_11.read_text()), json.loads(SOURCE.read_text()),
                              ["reference", "untouched"],
                              paths={"course": str(base / "course"), "submissions": str(base / "submissions")})
     grade(11, subs, NBS, base / "course", jobs=2, cell_timeout=30, wall_seconds=180, log=lambda *a: None)

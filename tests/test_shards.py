@@ -15,7 +15,7 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-from tinytorch.course.grading import CSV_FIELDS  # noqa: E402
+from tinytorch.course.grade_table import CSV_FIELDS  # noqa: E402
 from tinytorch.course.shards import shard_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ def test_bad_shard_values_are_one_line_errors_before_any_work(bad, tmp_path):
 
 def test_grade_merge_refuses_a_student_in_two_shards_and_writes_nothing(tmp_path):
     row = {"student": "alice", "part": "test_a", "kind": "test", "points": "1", "max_points": "1",
-           "second_channel_points": "1", "status": "graded", "reason": "", "assignment": "11_embeddings"}
+           "recheck_points": "1", "status": "graded", "reason": "", "assignment": "11_embeddings"}
     for name in ("a.csv", "b.csv"):
         with open(tmp_path / name, "w", newline="") as f:
             w = csv.DictWriter(f, CSV_FIELDS)
@@ -139,14 +139,13 @@ def _rows(path: Path) -> list:
 
 
 @pytest.fixture(scope="module")
-def recipes_run(tmp_path_factory):
+def recipes_run(tmp_path_factory, release_11):
     pytest.importorskip("nbgrader")
     from course_scenarios import write_submissions
-    from tinytorch.course.assignments import release
 
     base = tmp_path_factory.mktemp("shards")
     source = json.loads((ROOT / "nbs" / "11_embeddings.ipynb").read_text())
-    released = json.loads(release(11, ROOT / "nbs", base / "release").read_text())
+    released = json.loads(release_11.read_text())
     subs = write_submissions(base / "submissions", released, source, STUDENTS)
     shutil.copytree(subs / "reference", subs / INVALID)
     gha, slurm, tools = base / "gha", base / "slurm", base / "bin"

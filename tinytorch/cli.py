@@ -6,15 +6,16 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
+import importlib.util
 import sys
 from pathlib import Path
 
 from .course.errors import BadInput, MissingInput, OutputInTheWay, UsageError
 
 # %% auto #0
-__all__ = ['DemoInputError', 'read_text_file', 'demo', 'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_formgrade',
-           'cmd_grades', 'cmd_docs', 'cmd_metadata', 'cmd_grade_merge', 'build_parser', 'main']
+__all__ = ['COMMAND_MODULES', 'DemoInputError', 'read_text_file', 'demo', 'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade',
+           'cmd_formgrade', 'cmd_grades', 'cmd_docs', 'cmd_metadata', 'cmd_grade_merge', 'available_commands',
+           'build_parser', 'main']
 
 # %% ../nbs/92_cli.ipynb #demo
 class DemoInputError(BadInput):
@@ -51,72 +52,20 @@ def _progress_bar(steps: int, out):
 
 def demo(steps: int = 400, seed: int = 0, text_path=None, out_dir='demo_output', plots: bool = True,
          out=None) -> dict:
-    "Tokenize → embed → positions → train → analyse; returns the numbers it printed (to `out`, default `sys.stdout`)."
+    "Tokenize → embed → positions → train → analyse (`char_model.demo_measures`); prints the story to `out` (default `sys.stdout`)."
     out = out or sys.stdout
     from tinytorch.core import char_model as C
-    from tinytorch.core.embeddings import Embedding
-    from tinytorch.core.profiling import EmbeddingProfiler, analyze_embedding_system_design
     text = read_text_file(text_path) if text_path is not None else C.default_text()
     source = str(text_path) if text_path is not None else "Python's bundled documentation (pydoc_data.topics)"
     print(f"tinytorch demo: next-character model on {source}, {len(text):,} characters, seed {seed}", file=out)
-    run = C.train_char_model(text, steps=steps, seed=seed, progress=_progress_bar(steps, out))
-    losses, tok = run['losses'], run['tokenizer']
-    tail = losses[-max(1, steps // 8):].mean()
-    print("\nLoss (nats per character)", file=out)
-    print(f"  uniform guess, ln({tok.vocab_size})   {run['uniform_loss']:.3f}", file=out)
-    print(f"  unigram entropy of the text   {run['unigram_entropy']:.3f}", file=out)
-    marks = sorted({0, steps // 4, steps // 2, 3 * steps // 4, steps - 1})
-    print("  curve: " + "  ".join(f"step {m}: {losses[m]:.3f}" for m in marks), file=out)
-    print(f"  final (mean of last {max(1, steps // 8)} steps)  {tail:.3f}   "
-          f"{'below' if tail < run['unigram_entropy'] else 'NOT below'} the unigram entropy", file=out)
-    groups = C.char_groups(tok)
-    before, after = C.structure_score(run['initial_table'], groups), C.structure_score(run['table'], groups)
-    print("\nStructure: cosine similarity within vs between groups (digits, vowels, upper case, punctuation)", file=out)
-    print(f"  at initialisation  within {before['within']:+.3f}  between {before['between']:+.3f}  score {before['score']:+.3f}", file=out)
-    print(f"  after training     within {after['within']:+.3f}  between {after['between']:+.3f}  score {after['score']:+.3f}", file=out)
-    print("  nearest neighbours: " + "   ".join(f"{c!r}: {n}" for c, n in C.nearest_neighbours(run['table'], tok, 'ae7T.').items()), file=out)
-    stats = run['model'].embed.tokens.get_memory_usage()
-    print(f"\nMemory: token table {tok.vocab_size} x {stats['embedding_dim']} {stats['dtype']} = "
-          f"{stats['total_memory_mb'] * 1024:.1f} KiB; the same layer at production sizes:", file=out)
-    with contextlib.redirect_stdout(out):       # it prints its table; every line of the demo goes to `out`
-        analyze_embedding_system_design()
-    profiler = EmbeddingProfiler(repeats=10, warmup=2, seed=seed)
-    bandwidth = profiler.measure_memory_bandwidth(size_mb=256)   # well past the last-level cache
-    big = Embedding(100_000, 256, seed=seed)
-    lookup = profiler.measure_lookup_performance(big, [8, 32], [128])
-    print(f"\nThroughput: lookups in a 100,000 x 256 table; this machine copies {bandwidth:.1f} GB/s", file=out)
-    for r in lookup.values():
-        print(f"  {r['batch_size']:>3} x {r['seq_length']} ids  {r['lookup_time_ms']:7.3f} ms  "
-              f"{r['tokens_per_second'] / 1e6:6.2f} M tokens/s  {r['gb_per_s']:5.1f} GB/s  "
-              f"{100 * r['roofline_fraction']:4.0f}% of copy bandwidth", file=out)
-    print(f"  training: {run['tokens_per_second']:,.0f} tokens/s over {run['seconds']:.1f} s", file=out)
+    m = C.demo_measures(text, steps=steps, seed=seed, progress=_progress_bar(steps, out))
+    print('\n'.join(C.demo_report(m)), file=out)
     written = []
     if plots:
-        written = _write_plots(run, profiler, Path(out_dir))
+        written = C.write_demo_plots(m, Path(out_dir))
         print(f"\nPlots written to {Path(out_dir).resolve()}/: " + ", ".join(p.name for p in written), file=out)
-    return {'losses': losses, 'unigram_entropy': run['unigram_entropy'], 'final_loss': float(tail),
-            'score_before': before['score'], 'score_after': after['score'], 'plots': written}
-
-def _write_plots(run, profiler, folder: Path) -> list:
-    from tinytorch.core.char_model import plot_embedding_map
-    from tinytorch.core.embeddings import PositionalEncoding
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.plot(run['losses'], label='training loss')
-    ax.axhline(run['unigram_entropy'], color='k', linestyle='--', label='unigram entropy')
-    ax.set_xlabel('step'); ax.set_ylabel('nats per character'); ax.set_title('Next-character loss'); ax.legend()
-    paths.append(folder / 'loss.png'); fig.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(fig)
-    ax = plot_embedding_map(run['table'], run['tokenizer'])
-    paths.append(folder / 'embedding_map.png'); ax.figure.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(ax.figure)
-    ax = PositionalEncoding(64, 200).plot(100)
-    paths.append(folder / 'positional_encoding.png'); ax.figure.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(ax.figure)
-    ax = profiler.plot_lookup_throughput()
-    paths.append(folder / 'lookup_roofline.png'); ax.figure.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(ax.figure)
-    return paths
+    return {'losses': m['run']['losses'], 'unigram_entropy': m['run']['unigram_entropy'], 'final_loss': m['final_loss'],
+            'score_before': m['before']['score'], 'score_after': m['after']['score'], 'plots': written}
 
 # %% ../nbs/92_cli.ipynb #course-cmds
 def _nbs_dir(value) -> Path:
@@ -148,7 +97,8 @@ def cmd_release(args) -> int:
     return 0
 
 def cmd_test(args) -> int:
-    from tinytorch.course.assignments import find_notebook, format_report, run_notebook_tests
+    from tinytorch.course.notebooks import find_notebook
+    from tinytorch.course.selftest import format_report, run_notebook_tests
     notebook = Path(args.notebook) if args.notebook else find_notebook(args.module, _nbs_dir(args.nbs))
     if not notebook.is_file():
         raise MissingInput(f"--notebook {notebook}: no such file")
@@ -173,6 +123,7 @@ def cmd_formgrade(args) -> int:
     from tinytorch.course.manual_grading import serve_formgrader
     return serve_formgrader(args.course, port=args.port)      # prints the address, serves until Ctrl-C
 
+# %% ../nbs/92_cli.ipynb #course-cmds-2
 def cmd_grades(args) -> int:
     from tinytorch.course.manual_grading import final_grades, graded_assignment, regenerate_feedback, write_final_grades
     course, assignment = graded_assignment(args.course, args.module)
@@ -234,26 +185,31 @@ def _int_in(low: int, high: int | None, expected: str):
     return parse
 
 _positive_int = _int_in(1, None, 'a positive integer')
+
 _port = _int_in(0, 65535, 'a port number 0 … 65535')
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog='tinytorch', description="tinytorch course commands")
-    sub = parser.add_subparsers(dest='command', required=True)
+def _add_demo(sub):
     p = sub.add_parser('demo', help="train embeddings on real text, end to end, and show what they learned")
     p.add_argument('--steps', type=_positive_int, default=400)
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--text', metavar='FILE', help="a UTF-8 text file (default: Python's bundled documentation)")
     p.add_argument('--out', metavar='DIR', default='demo_output', help="folder for the plots (default: demo_output)")
     p.set_defaults(func=cmd_demo)
+
+def _add_release(sub):
     p = sub.add_parser('release', help="write the student version of a module's notebook")
     p.add_argument('module'); p.add_argument('--to', default='release')
     p.add_argument('--workspace', metavar='DIR', help="write a complete student workspace folder instead")
     p.add_argument('--nbs'); p.add_argument('--cell-timeout', type=_positive_int, default=30)
     p.set_defaults(func=cmd_release)
+
+def _add_test(sub):
     p = sub.add_parser('test', help="run the graded tests of your own notebook")
     p.add_argument('module'); p.add_argument('--notebook'); p.add_argument('--nbs')
     p.add_argument('--cell-timeout', type=_positive_int, default=120)
     p.set_defaults(func=cmd_test)
+
+def _add_grade(sub):
     p = sub.add_parser('grade', help="autograde SUBMISSIONS/<student>/<notebook>.ipynb")
     p.add_argument('module'); p.add_argument('submissions')
     p.add_argument('--course', help="course folder (default: next to SUBMISSIONS, named course)")
@@ -265,23 +221,52 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--shard', metavar='K/N', help="grade only shard K of N, numbered 1..N (e.g. 1/4 ... 4/4); a "
                    "student's shard depends only on their id, so N runs with K = 1..N grade everyone once")
     p.set_defaults(func=cmd_grade)
+
+def _add_grade_merge(sub):
     p = sub.add_parser('grade-merge', help="merge the grades CSVs of `grade --shard` runs into the CSV of one run")
     p.add_argument('out', metavar='OUT.csv'); p.add_argument('shards', metavar='SHARD.csv', nargs='+')
     p.set_defaults(func=cmd_grade_merge)
+
+def _add_formgrade(sub):
     p = sub.add_parser('formgrade', help="serve nbgrader's formgrader on a graded course (score the written answers)")
     p.add_argument('course', help="the course folder that `tinytorch grade` wrote")
     p.add_argument('--port', type=_port, default=0, help="port on 127.0.0.1 (default: a free one)")
     p.set_defaults(func=cmd_formgrade)
+
+# %% ../nbs/92_cli.ipynb #main-2
+def _add_grades(sub):
     p = sub.add_parser('grades', help="final grades CSV and feedback after manual grading")
     p.add_argument('module'); p.add_argument('--course', required=True, help="the course folder that `tinytorch grade` wrote")
     p.add_argument('--out', metavar='FILE', help="default: COURSE/final_grades_<assignment>.csv")
     p.set_defaults(func=cmd_grades)
+
+def _add_docs(sub):
     p = sub.add_parser('docs', help="build the docs site (executed notebooks, API, guides) into _docs/")
     p.add_argument('--out', default='_docs'); p.add_argument('--nbs')
     p.set_defaults(func=cmd_docs)
+
+def _add_metadata(sub):
     p = sub.add_parser('metadata', help="set nbgrader metadata from the notebooks' markers")
     p.add_argument('--check', action='store_true'); p.add_argument('--nbs')
     p.set_defaults(func=cmd_metadata)
+
+_ADD_COMMAND = {'demo': _add_demo, 'release': _add_release, 'test': _add_test, 'grade': _add_grade, 'grade-merge': _add_grade_merge, 'formgrade': _add_formgrade, 'grades': _add_grades, 'docs': _add_docs, 'metadata': _add_metadata}
+
+# The course module each command needs. A student workspace ships only the student's tooling (`selftest`), so
+# there the instructor's commands are not offered at all rather than failing on an import.
+COMMAND_MODULES = {'release': 'assignments', 'test': 'selftest', 'grade': 'grading', 'grade-merge': 'shards',
+                   'formgrade': 'manual_grading', 'grades': 'manual_grading', 'docs': 'docs', 'metadata': 'assignments'}
+
+def available_commands() -> list:
+    "The commands whose course module is installed here, in help order (`demo` needs none)."
+    return [c for c in _ADD_COMMAND
+            if c not in COMMAND_MODULES or importlib.util.find_spec(f'tinytorch.course.{COMMAND_MODULES[c]}')]
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog='tinytorch', description="tinytorch course commands")
+    sub = parser.add_subparsers(dest='command', required=True)
+    for name in available_commands():
+        _ADD_COMMAND[name](sub)
     return parser
 
 def main(argv=None) -> int:

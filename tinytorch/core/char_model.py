@@ -18,7 +18,8 @@ from .tokenization import CharTokenizer
 
 # %% auto #0
 __all__ = ['default_text', 'unigram_entropy', 'char_groups', 'structure_score', 'nearest_neighbours', 'CharModel',
-           'evaluate_loss', 'train_char_model', 'plot_embedding_map']
+           'evaluate_loss', 'train_char_model', 'plot_embedding_map', 'demo_measures', 'demo_report',
+           'write_demo_plots']
 
 # %% ../../nbs/11d_char_model.ipynb #text
 def default_text() -> str:
@@ -160,3 +161,83 @@ def plot_embedding_map(table: np.ndarray, tokenizer, ax=None, title: str = 'Lear
     ax.set_ylim(xy[:, 1].min() - pad[1], xy[:, 1].max() + pad[1])
     ax.set_xlabel('component 1'); ax.set_ylabel('component 2'); ax.set_title(title)
     return ax
+
+# %% ../../nbs/11d_char_model.ipynb #demo-measures
+def demo_measures(text: str, steps: int = 400, seed: int = 0, progress=None) -> dict:
+    "Train on `text` (calling `progress(step, loss)`) and measure all that `tinytorch demo` reports; returns the numbers."
+    from tinytorch.core.embeddings import Embedding
+    from tinytorch.core.profiling import EmbeddingProfiler, analyze_embedding_system_design
+    run = train_char_model(text, steps=steps, seed=seed, progress=progress)
+    groups, tail = char_groups(run['tokenizer']), max(1, steps // 8)
+    measures = {'run': run, 'steps': steps, 'tail_steps': tail, 'final_loss': float(run['losses'][-tail:].mean()),
+                'before': structure_score(run['initial_table'], groups), 'after': structure_score(run['table'], groups),
+                'neighbours': nearest_neighbours(run['table'], run['tokenizer'], 'ae7T.'),
+                'memory': run['model'].embed.tokens.get_memory_usage(),
+                'designs': analyze_embedding_system_design(verbose=False)}
+    profiler = EmbeddingProfiler(repeats=10, warmup=2, seed=seed)
+    measures['bandwidth'] = profiler.measure_memory_bandwidth(size_mb=256)   # well past the last-level cache
+    big = Embedding(100_000, 256, seed=seed)
+    measures['lookup'] = profiler.measure_lookup_performance(big, [8, 32], [128])
+    measures['profiler'] = profiler
+    return measures
+
+# %% ../../nbs/11d_char_model.ipynb #demo-lines
+def _loss_lines(m: dict) -> list:
+    run, steps = m['run'], m['steps']
+    losses, marks = run['losses'], sorted({0, steps // 4, steps // 2, 3 * steps // 4, steps - 1})
+    return ["\nLoss (nats per character)",
+            f"  uniform guess, ln({run['tokenizer'].vocab_size})   {run['uniform_loss']:.3f}",
+            f"  unigram entropy of the text   {run['unigram_entropy']:.3f}",
+            "  curve: " + "  ".join(f"step {k}: {losses[k]:.3f}" for k in marks),
+            f"  final (mean of last {m['tail_steps']} steps)  {m['final_loss']:.3f}   "
+            f"{'below' if m['final_loss'] < run['unigram_entropy'] else 'NOT below'} the unigram entropy"]
+
+def _structure_lines(m: dict) -> list:
+    b, a = m['before'], m['after']
+    return ["\nStructure: cosine similarity within vs between groups (digits, vowels, upper case, punctuation)",
+            f"  at initialisation  within {b['within']:+.3f}  between {b['between']:+.3f}  score {b['score']:+.3f}",
+            f"  after training     within {a['within']:+.3f}  between {a['between']:+.3f}  score {a['score']:+.3f}",
+            "  nearest neighbours: " + "   ".join(f"{c!r}: {n}" for c, n in m['neighbours'].items())]
+
+# %% ../../nbs/11d_char_model.ipynb #demo-report
+def _cost_lines(m: dict) -> list:
+    stats, vocab = m['memory'], m['run']['tokenizer'].vocab_size
+    lines = [f"\nMemory: token table {vocab} x {stats['embedding_dim']} {stats['dtype']} = "
+             f"{stats['total_memory_mb'] * 1024:.1f} KiB; the same layer at production sizes:",
+             f"{'model':<12} {'vocab':>7} {'dim':>6} {'params':>13} {'table MiB':>10} {'batch act. MiB':>14}  (float32)"]
+    lines += [f"{r['name']:<12} {r['vocab_size']:>7,} {r['embed_dim']:>6,} {r['embedding_parameters']:>13,} "
+              f"{r['table_mb']:>10,.1f} {r['activations_mb']:>14,.1f}" for r in m['designs']]
+    lines.append(f"\nThroughput: lookups in a 100,000 x 256 table; this machine copies {m['bandwidth']:.1f} GB/s")
+    lines += [f"  {r['batch_size']:>3} x {r['seq_length']} ids  {r['lookup_time_ms']:7.3f} ms  "
+              f"{r['tokens_per_second'] / 1e6:6.2f} M tokens/s  {r['gb_per_s']:5.1f} GB/s  "
+              f"{100 * r['roofline_fraction']:4.0f}% of copy bandwidth" for r in m['lookup'].values()]
+    run = m['run']
+    return lines + [f"  training: {run['tokens_per_second']:,.0f} tokens/s over {run['seconds']:.1f} s"]
+
+def demo_report(m: dict) -> list:
+    "The lines `tinytorch demo` prints after training, from `demo_measures`' numbers."
+    return _loss_lines(m) + _structure_lines(m) + _cost_lines(m)
+
+# %% ../../nbs/11d_char_model.ipynb #demo-plots
+def write_demo_plots(measures: dict, folder) -> list:
+    "Write the demo's four plots (loss, embedding map, positional encoding, lookup roofline) into `folder`."
+    from pathlib import Path
+    run, profiler, folder = measures['run'], measures['profiler'], Path(folder)
+    from tinytorch.core.embeddings import PositionalEncoding
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.plot(run['losses'], label='training loss')
+    ax.axhline(run['unigram_entropy'], color='k', linestyle='--', label='unigram entropy')
+    ax.set_xlabel('step'); ax.set_ylabel('nats per character'); ax.set_title('Next-character loss'); ax.legend()
+    paths.append(folder / 'loss.png'); fig.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(fig)
+    ax = plot_embedding_map(run['table'], run['tokenizer'])
+    paths.append(folder / 'embedding_map.png'); ax.figure.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(ax.figure)
+    ax = PositionalEncoding(64, 200).plot(100)
+    paths.append(folder / 'positional_encoding.png'); ax.figure.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(ax.figure)
+    ax = profiler.plot_lookup_throughput()
+    paths.append(folder / 'lookup_roofline.png'); ax.figure.savefig(paths[-1], dpi=110, bbox_inches='tight'); plt.close(ax.figure)
+    return paths

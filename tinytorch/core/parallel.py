@@ -90,6 +90,7 @@ def _serve(batches: queue.SimpleQueue):
             kept_off = cpu
         batch.work()
 
+# %% ../../nbs/11a_parallel.ipynb #run-2
 def _helpers(wanted: int) -> Tuple[queue.SimpleQueue, int]:
     "The queue that helper threads serve, and how many of the `wanted` are there (fewer if no thread may start)."
     if 'batches' not in _pool:

@@ -20,10 +20,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .assignments import KERNEL_ARGS, cell_role, find_leaks, public_text, secret_lines
+from .assignments import cell_role, find_leaks, public_text, secret_lines
 from .notebooks import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, EXPORT_DIRECTIVES,
                                         cell_source, default_exp, parse_directives, read_nb, strip_hidden_tests, write_nb)
 from .errors import BadInput, MissingInput, NotReady, OutputInTheWay
+from .selftest import KERNEL_ARGS
 
 # %% auto #0
 __all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'LINK_TARGETS_FILE', 'course_notebooks', 'api_markdown', 'documented_names',
@@ -113,6 +114,7 @@ def linkify(text: str, targets: dict) -> str:
     return '\n'.join(out)
 
 _RST_CODE = re.compile(r'``.+?``|`([^`\n]+)`')
+
 _LIST_ITEM = re.compile(r'\s*(\d+\.|[-*+])\s')
 
 def _rst_code(line: str, targets: dict) -> str:
@@ -126,6 +128,7 @@ def _rst_code(line: str, targets: dict) -> str:
         return ('\\ ' if before.isalnum() else '') + out + ('\\ ' if after.isalnum() else '')
     return _RST_CODE.sub(span, line)
 
+# %% ../../nbs/94_docs.ipynb #names-2
 def rst_docstring(lines: list, targets: dict | None = None) -> list:
     """Rewrite, in place, docstring `lines` written in the notebooks' Markdown style as reStructuredText
     (what autodoc reads): `` `code` `` becomes a literal, or a link when it names one of `targets`, and
@@ -207,6 +210,7 @@ def _strip_directives(source: str) -> str:
 def _md_cell(source: str, cid: str) -> dict:
     return {'cell_type': 'markdown', 'id': cid, 'metadata': {}, 'source': source}
 
+# %% ../../nbs/94_docs.ipynb #publish-2
 def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict:
     "The page version of an executed, prepared notebook of `tinytorch.<module>` (see the table above)."
     nb, mod = copy.deepcopy(nb), importlib.import_module(f'tinytorch.{module}')
@@ -304,6 +308,7 @@ def _log(verbose, *args):
 def _clear(path: Path):
     if path.exists(): shutil.rmtree(path)
 
+# %% ../../nbs/94_docs.ipynb #build-2
 def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/docs',
                timeout: int = 600, jobs: int = 2, verbose: bool = True) -> Path:
     "Build the docs site from the executed notebooks of `nbs_dir` and the pages of `docs_dir`; return the published folder."

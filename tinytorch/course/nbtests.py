@@ -10,11 +10,12 @@ import contextlib
 import importlib
 import io
 import os
-import re
 import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from fastcore.basics import patch
 
 from .notebooks import EXPORT_DIRECTIVES, TEST_FUNC, cell_directives, default_exp, nbgrader_fields, read_nb
 
@@ -81,10 +82,11 @@ def exported_public_names(cells) -> set:
     names = set().union(*(defined_names(c.source) for c in cells if c.exported)) if cells else set()
     return {n for n in names if not n.startswith('_')}
 
-# %% ../../nbs/90_nbtests.ipynb #runner
+# %% ../../nbs/90_nbtests.ipynb #test-error
 class NotebookTestError(AssertionError):
     "A notebook cell failed when run against the package."
 
+# %% ../../nbs/90_nbtests.ipynb #runner
 class NotebookRun:
     "Runs a notebook's non-exported code cells, in order, against the exported `package` module."
 
@@ -145,28 +147,33 @@ class NotebookRun:
                 sys.modules['matplotlib.pyplot'].close('all')
         return buffer.getvalue()
 
-    def _explain(self, cell: NotebookCell, error: BaseException) -> NotebookTestError:
-        where = f"{self.path.name} cell {cell.name}"
-        lines = [f"{where} failed against {self.module_name or 'the package'}: {type(error).__name__}: {error}"]
-        if isinstance(error, NameError) and getattr(error, 'name', None):
-            lines.append(self._explain_name(error.name))
-        earlier = [n for n in self.failed_cells if n != cell.name]
-        if earlier:
-            lines.append(f"(earlier cells also failed: {', '.join(earlier)})")
-        tb = ''.join(traceback.format_exception(type(error), error, error.__traceback__)[-6:])
-        return NotebookTestError('\n'.join(lines) + '\n' + tb)
 
-    def _explain_name(self, name: str) -> str:
-        exported = set().union(*(defined_names(c.source) for c in self.cells if c.exported))
-        local = set().union(*(defined_names(c.source) for c in self.cells if not c.exported))
-        if name in exported:
-            return (f"`{name}` is defined in an exported cell of {self.path.name}, but {self.module_name} "
-                    f"does not provide it: re-run nbdev-export, or check __all__.")
-        if name in local:
-            return (f"`{name}` is defined only in a NON-exported cell of {self.path.name}; code in "
-                    f"{self.module_name} (or this test) uses it. Add `#| export` to the cell that defines it.")
-        return f"`{name}` is defined nowhere in {self.path.name} or {self.module_name}."
+# %% ../../nbs/90_nbtests.ipynb #explain
+@patch
+def _explain(self: NotebookRun, cell: NotebookCell, error: BaseException) -> NotebookTestError:
+    where = f"{self.path.name} cell {cell.name}"
+    lines = [f"{where} failed against {self.module_name or 'the package'}: {type(error).__name__}: {error}"]
+    if isinstance(error, NameError) and getattr(error, 'name', None):
+        lines.append(self._explain_name(error.name))
+    earlier = [n for n in self.failed_cells if n != cell.name]
+    if earlier:
+        lines.append(f"(earlier cells also failed: {', '.join(earlier)})")
+    tb = ''.join(traceback.format_exception(type(error), error, error.__traceback__)[-6:])
+    return NotebookTestError('\n'.join(lines) + '\n' + tb)
 
+@patch
+def _explain_name(self: NotebookRun, name: str) -> str:
+    exported = set().union(*(defined_names(c.source) for c in self.cells if c.exported))
+    local = set().union(*(defined_names(c.source) for c in self.cells if not c.exported))
+    if name in exported:
+        return (f"`{name}` is defined in an exported cell of {self.path.name}, but {self.module_name} "
+                f"does not provide it: re-run nbdev-export, or check __all__.")
+    if name in local:
+        return (f"`{name}` is defined only in a NON-exported cell of {self.path.name}; code in "
+                f"{self.module_name} (or this test) uses it. Add `#| export` to the cell that defines it.")
+    return f"`{name}` is defined nowhere in {self.path.name} or {self.module_name}."
+
+# %% ../../nbs/90_nbtests.ipynb #check-exports
 def check_exports(notebook, package: str = 'tinytorch') -> list:
     "Problems with a notebook's exported module: public names missing from the module or its `__all__`."
     nb = read_nb(notebook)
