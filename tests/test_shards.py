@@ -73,13 +73,14 @@ def test_workflow_is_valid_yaml_with_a_shard_matrix_grade_and_merge():
         assert checkout["with"] == {"persist-credentials": False}, checkout
     upload = find_step(grade, "actions/upload-artifact")["with"]
     assert upload["name"] == "grades-shard-${{ matrix.shard }}"
-    assert {"course-${{ matrix.shard }}/${{ env.GRADES }}", "course-${{ matrix.shard }}/feedback/"} <= set(
+    assert {f"course-${{{{ matrix.shard }}}}/{p}" for p in ("${{ env.GRADES }}", "feedback/", "autograded/", "gradebook.db",
+                                                         "nbgrader_config.py", "source/")} <= set(
         upload["path"].splitlines()), upload["path"]
     assert merge["needs"] == "grade"
     assert find_step(merge, "actions/download-artifact")["with"] == {"pattern": "grades-shard-*", "path": "shards"}
     assert 'for k in $(seq 1 "$SHARDS"); do csvs+=("shards/grades-shard-$k/$GRADES"); done' in find_step(merge, "grade-merge")["run"]
-    assert 'tinytorch grade-merge "$GRADES" "${csvs[@]}"' in find_step(merge, "grade-merge")["run"]
-    assert find_step(merge, "actions/upload-artifact")["with"]["path"] == "${{ env.GRADES }}"
+    assert 'tinytorch grade-merge "$GRADES" "${csvs[@]}" --course course' in find_step(merge, "grade-merge")["run"]
+    assert find_step(merge, "actions/upload-artifact")["with"]["path"].split() == ["${{ env.GRADES }}", "course/"]
 
 
 def test_slurm_script_has_the_array_the_shard_command_and_a_dependent_merge():
@@ -231,8 +232,7 @@ def recipes_run(tmp_path_factory):
     merge_steps = [run_step(s) for s in merge_job["steps"] if "run" in s]
     gha_merge = merge_steps[-1]
 
-    (slurm_run / "course-1").mkdir()
-    shutil.copy(gha / "course-1" / env["GRADES"], slurm_run / "course-1")
+    shutil.copytree(gha / "course-1", slurm_run / "course-1")
     slurm_merge = subprocess.run(["bash", SLURM, "merge"], cwd=slurm, env={**env, "RUN": "shards/test-run"},
                                  capture_output=True, text=True)
     submit = subprocess.run(["bash", SLURM], cwd=slurm, env=env, capture_output=True, text=True)
@@ -249,7 +249,7 @@ def test_the_workflows_setup_steps_install_bubblewrap_lift_apparmors_limit_and_i
     assert all(step.returncode == 0 for step in r["setup"]), r["setup"]
     assert r["installs"] == ["apt-get update -qq", "apt-get install -y -qq bubblewrap",
                              "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0", "pip install .[dev]",
-                             "pip install ."], r["installs"]
+                             "pip install .[dev]"], r["installs"]
 
 
 def test_both_shards_ran_and_split_the_class(recipes_run):
@@ -264,8 +264,11 @@ def test_both_shards_ran_and_split_the_class(recipes_run):
     assert not shard1 & shard2 and shard1 | shard2 == everyone, (shard1, shard2)
     assert shard1 == {s for s in everyone if shard_of(s, 2) == 1}
     graded1 = shard1 - {INVALID}
-    assert r["artifacts"][1] == sorted([r["grades"], r["grades"].replace(".csv", ".log"), "gradebook.db"] + [
-        f"feedback/{s}/11_embeddings/11_embeddings.html" for s in graded1]), r["artifacts"][1]
+    assert r["artifacts"][1] == sorted([r["grades"], r["grades"].replace(".csv", ".log"), "gradebook.db",
+                                        "nbgrader_config.py", "source/11_embeddings/11_embeddings.ipynb"]
+                                       + [f"{kind}/{s}/11_embeddings/11_embeddings.{ext}" for s in graded1
+                                          for kind, ext in (("feedback", "html"), ("autograded", "ipynb"))]), \
+        r["artifacts"][1]
 
 
 def test_both_merges_write_exactly_the_csv_of_one_run(recipes_run):
@@ -281,6 +284,17 @@ def test_both_merges_write_exactly_the_csv_of_one_run(recipes_run):
         for i, (g, w) in enumerate(zip(got, want)):
             assert g == w, f"{merged.parent.name} row {i}: {g} != {w}"
         assert merged.read_bytes() == one.read_bytes()
+
+
+def test_both_merges_make_one_course_whose_gradebook_holds_the_whole_class(recipes_run):
+    from tinytorch.course.gradebook import read_gradebook
+    r = recipes_run
+    single = r["gha"] / "single"
+    for course in (r["gha"] / "course", r["slurm_run"] / "course"):
+        assert (course / r["grades"]).read_bytes() == (single / r["grades"]).read_bytes()
+        assert read_gradebook(course, "11_embeddings") == read_gradebook(single, "11_embeddings")
+        assert sorted(read_gradebook(course, "11_embeddings")) == sorted(STUDENTS)
+        assert sorted(p.name for p in (course / "autograded").iterdir()) == sorted(STUDENTS)
 
 
 def test_merged_grades_are_the_scenarios_grades(recipes_run):
