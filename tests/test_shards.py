@@ -80,7 +80,7 @@ def test_workflow_is_valid_yaml_with_a_shard_matrix_grade_and_merge():
     assert find_step(merge, "actions/download-artifact")["with"] == {"pattern": "grades-shard-*", "path": "shards"}
     assert 'for k in $(seq 1 "$SHARDS"); do csvs+=("shards/grades-shard-$k/$GRADES"); done' in find_step(merge, "grade-merge")["run"]
     assert 'tinytorch grade-merge "$GRADES" "${csvs[@]}" --course course' in find_step(merge, "grade-merge")["run"]
-    assert find_step(merge, "actions/upload-artifact")["with"]["path"].split() == ["${{ env.GRADES }}", "course/"]
+    assert find_step(merge, "actions/upload-artifact")["with"]["path"].splitlines() == ["${{ env.GRADES }}", "course/"]
 
 
 def test_slurm_script_has_the_array_the_shard_command_and_a_dependent_merge():
