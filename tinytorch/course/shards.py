@@ -133,16 +133,29 @@ def _shard_course(csv_path: Path) -> tuple:
 def _files(folder: Path) -> dict:
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob('*')) if p.is_file()}
 
-def _check_courses(courses: list, assignment: str):
-    "BadInput when the shard courses were graded from different notebooks, or a student is in two gradebooks."
+def _graded_in(csv_path: Path) -> set:
+    "The students of a grades CSV who have a gradebook entry: all but those whose every part failed ungraded."
+    failed = {}
+    for row in read_grades_csv(csv_path):
+        failed[row['student']] = failed.get(row['student'], True) and row['status'] == 'failed'
+    return {s for s, all_failed in failed.items() if not all_failed}
+
+def _check_courses(courses: list, assignment: str, csv_paths: list):
+    """BadInput when the shard courses were graded from different notebooks, a gradebook doesn't hold its CSV's
+    students, or a student is in two gradebooks."""
     first = _files(courses[0] / 'source' / assignment)
     for course in courses[1:]:
         if _files(course / 'source' / assignment) != first:
             raise BadInput(f"{courses[0]} and {course} were graded from different source notebooks: "
                            "they can't be merged into one course")
     owner = {}
-    for course in courses:
-        for student in gradebook_students(course / 'gradebook.db', assignment):
+    for course, csv_path in zip(courses, csv_paths):
+        held = gradebook_students(course / 'gradebook.db', assignment)
+        missing = sorted(_graded_in(csv_path) - set(held))
+        if missing:
+            raise BadInput(f"{course / 'gradebook.db'} lacks {', '.join(map(repr, missing))}, graded in "
+                           f"{Path(csv_path).name}: not the gradebook of the run that wrote it")
+        for student in held:
             if student in owner:
                 raise BadInput(f"student {student!r} is in the gradebooks of both {owner[student]} and {course}: "
                                "each student must be graded by exactly one shard")
@@ -174,7 +187,7 @@ def merge_courses(dest, csv_paths: list, rows: list) -> Path:
     for course, other in found[1:]:
         if other != assignment:
             raise BadInput(f"{courses[0]} grades {assignment!r} but {course} grades {other!r}")
-    _check_courses(courses, assignment)
+    _check_courses(courses, assignment, csv_paths)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f'.{dest.name}.', suffix='.partial', dir=dest.parent))
     try:
