@@ -165,3 +165,15 @@ def test_a_shard_without_a_gradebook_is_one_line_and_writes_nothing(term):
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out
     assert out.stderr.startswith("tinytorch grade-merge: course-2-bare: no gradebook.db"), out.stderr
     _nothing_written(term, before)
+
+
+def test_a_shard_whose_gradebook_lacks_its_students_is_one_line_and_writes_nothing(term):
+    shutil.copytree(term / "course-2", term / "course-2-swapped")
+    shutil.copy(term / "course-1" / "gradebook.db", term / "course-2-swapped" / "gradebook.db")
+    before = sorted(p.name for p in term.iterdir())
+    out = _tinytorch("grade-merge", "swapped.csv", f"course-1/{GRADES}", f"course-2-swapped/{GRADES}", "--course",
+                     "swapped", cwd=term)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out
+    assert out.stderr.startswith("tinytorch grade-merge: course-2-swapped/gradebook.db lacks 'untouched', graded in "
+                                 f"{GRADES}: not the gradebook of the run that wrote it"), out.stderr
+    _nothing_written(term, before)
