@@ -205,7 +205,7 @@ def test_end_to_end_a_usage_error_is_exit_2_with_one_line(tmp_path):
 BUGGY_MERGE = """\
 import sys
 import tinytorch.course.shards as shards
-def merge_grade_csvs(out, inputs):
+def merge_grade_csvs(out, inputs, course=None):
     row = {'points': ''}
     return float(row['points'])     # a bug: an empty cell read as a number
 shards.merge_grade_csvs = merge_grade_csvs

@@ -164,9 +164,12 @@ def cmd_metadata(args) -> int:
 # %% ../nbs/92_cli.ipynb #merge-cmd
 def cmd_grade_merge(args) -> int:
     from tinytorch.course.shards import merge_grade_csvs
-    m = merge_grade_csvs(args.out, args.shards)             # refusals: main() prints the one line
+    m = merge_grade_csvs(args.out, args.shards, course=args.course)   # refusals: main() prints the one line
     empty = f", {m['empty_shards']} of them empty" if m['empty_shards'] else ''
     print(f"merged {m['students']} student(s) ({m['rows']} rows) from {m['shards']} shard CSV(s){empty} into {m['path']}")
+    if m['course'] is not None:
+        print(f"one course for the whole class in {m['course']} (one gradebook): `tinytorch formgrade "
+              f"{m['course']}`, then `tinytorch grades MODULE --course {m['course']}`")
     if m['attention']:
         print(f"{len(m['attention'])} submission(s) need your attention: status failed/flagged in {m['path']}")
     return 0
@@ -225,6 +228,8 @@ def _add_grade(sub):
 def _add_grade_merge(sub):
     p = sub.add_parser('grade-merge', help="merge the grades CSVs of `grade --shard` runs into the CSV of one run")
     p.add_argument('out', metavar='OUT.csv'); p.add_argument('shards', metavar='SHARD.csv', nargs='+')
+    p.add_argument('--course', metavar='DIR', help="also join the shards' course folders (around each SHARD.csv) "
+                   "into one new course folder DIR: one gradebook for formgrade and grades")
     p.set_defaults(func=cmd_grade_merge)
 
 def _add_formgrade(sub):

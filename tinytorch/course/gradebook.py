@@ -17,7 +17,7 @@ from .notebooks import write_nb
 
 # %% auto #0
 __all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'read_copy_grades',
-           'merge_into_gradebook', 'GradebookGuard', 'read_gradebook']
+           'merge_into_gradebook', 'GradebookGuard', 'read_gradebook', 'gradebook_students', 'copy_submissions']
 
 # %% ../../nbs/93c_gradebook.ipynb #courses
 def create_gradebooks(source: Path, course_dir: Path, cell_timeout: int) -> Path:
@@ -134,3 +134,45 @@ def read_gradebook(course: Path, assignment: str) -> dict:
                     parts[g.name] = {'auto': g.auto_score, 'manual': g.manual_score, 'extra': g.extra_credit,
                                      'max': g.max_score, 'comment': comments.get(g.name)}
     return scores
+
+# %% ../../nbs/93c_gradebook.ipynb #copy-subs
+def gradebook_students(db: Path, assignment: str) -> list:
+    "The students with a submission of `assignment` in the existing gradebook `db`, sorted."
+    import warnings
+    from nbgrader.api import Gradebook
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{db}?timeout=60", 'tinytorch') as gb:
+        warnings.simplefilter('ignore')
+        return sorted(s.student_id for s in gb.assignment_submissions(assignment))
+
+def _copy_scores(src_nb, dest_nb):
+    "Every score, comment and flag of the submitted notebook `src_nb` onto `dest_nb`: the same notebook in another gradebook."
+    dest_nb.flagged, dest_nb.late_submission_penalty = src_nb.flagged, src_nb.late_submission_penalty
+    grades = {g.name: g for g in dest_nb.grades}
+    for g in src_nb.grades:
+        d = grades[g.name]
+        d.auto_score, d.manual_score, d.extra_credit = g.auto_score, g.manual_score, g.extra_credit
+        d.needs_manual_grade = g.needs_manual_grade
+    comments = {c.name: c for c in dest_nb.comments}
+    for c in src_nb.comments:
+        comments[c.name].auto_comment, comments[c.name].manual_comment = c.auto_comment, c.manual_comment
+
+def copy_submissions(src: Path, dest: Path, assignment: str) -> list:
+    """Every submission of `assignment` in gradebook `src` (its student, scores, comments and flags) added to the
+    gradebook `dest`, which holds the same assignment and none of those students; returns their ids."""
+    import warnings
+    from nbgrader.api import Gradebook
+    copied = []
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{src}?timeout=60", 'tinytorch') as a, \
+            Gradebook(f"sqlite:///{dest}?timeout=60", 'tinytorch') as b:
+        warnings.simplefilter('ignore')
+        for sub in a.assignment_submissions(assignment):
+            st = sub.student
+            b.add_student(st.id, first_name=st.first_name, last_name=st.last_name, email=st.email,
+                          lms_user_id=st.lms_user_id)
+            new = b.add_submission(assignment, st.id, timestamp=sub.timestamp, extension=sub.extension)
+            targets = {nb.name: nb for nb in new.notebooks}
+            for nb in sub.notebooks:
+                _copy_scores(nb, targets[nb.name])
+            copied.append(st.id)
+        b.db.commit()
+    return copied

@@ -9,14 +9,16 @@ import csv
 import hashlib
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
 from .errors import BadInput
 from .grade_table import CSV_FIELDS, read_grades_csv
+from .gradebook import copy_submissions, gradebook_students
 
 # %% auto #0
-__all__ = ['parse_shard', 'shard_of', 'select_shard', 'merge_grade_csvs']
+__all__ = ['parse_shard', 'shard_of', 'select_shard', 'merge_grade_csvs', 'merge_courses']
 
 # %% ../../nbs/93e_shards.ipynb #parse
 _SHARD = re.compile(r'^\s*([0-9]+)\s*/\s*([0-9]+)\s*$')
@@ -73,8 +75,27 @@ def _grouped(inputs: list) -> dict:
               f"{wa} was graded on parts {a} but {wb} on {b}: graded from different notebooks")
     return students
 
-def merge_grade_csvs(out, inputs) -> dict:
-    "Merge the shards' grades CSVs `inputs` into `out`: the CSV one run over the whole class writes."
+# %% ../../nbs/93e_shards.ipynb #merge-write
+def _write_rows(path: Path, rows: list):
+    "The grades CSV of `rows` at `path`: written to a temporary file beside it, renamed into place at the end."
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.partial', dir=path.parent)
+        try:
+            with os.fdopen(fd, 'w', newline='', encoding='utf-8') as f:
+                writer = csv.DictWriter(f, CSV_FIELDS)
+                writer.writeheader()
+                writer.writerows(rows)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+    except OSError as e:
+        raise BadInput(f"{path}: can't write the merged grades ({type(e).__name__}: {e})") from None
+
+def merge_grade_csvs(out, inputs, course=None) -> dict:
+    """Merge the shards' grades CSVs `inputs` into `out`: the CSV one run over the whole class writes. With `course`,
+    first also the shards' course folders (around the inputs) into that one course folder (`merge_courses`)."""
     out, inputs = Path(out), [Path(p) for p in inputs]
     if not inputs:
         raise BadInput("no shard CSVs given: expected one grades CSV per shard")
@@ -86,21 +107,108 @@ def merge_grade_csvs(out, inputs) -> dict:
             raise BadInput(f"{inputs[i]} is given twice")
     students = _grouped(inputs)
     rows = [row for s in sorted(students) for row in students[s][1]]
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f'.{out.name}.', suffix='.partial', dir=out.parent)
-        try:
-            with os.fdopen(fd, 'w', newline='', encoding='utf-8') as f:
-                writer = csv.DictWriter(f, CSV_FIELDS)
-                writer.writeheader()
-                writer.writerows(rows)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, out)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
-    except OSError as e:
-        raise BadInput(f"{out}: can't write the merged grades ({type(e).__name__}: {e})") from None
+    if course is not None:
+        course = merge_courses(course, inputs, rows)
+    _write_rows(out, rows)
     attention = sorted({r['student'] for r in rows if r['status'] in ('failed', 'flagged')})
     return {'path': out, 'students': len(students), 'shards': len(inputs), 'rows': len(rows),
             'empty_shards': sum(1 for p in inputs if p not in {path for path, _ in students.values()}),
-            'attention': attention}
+            'attention': attention, 'course': course}
+
+# %% ../../nbs/93e_shards.ipynb #course-checks
+_COURSE_NEEDS = ('gradebook.db', 'nbgrader_config.py', 'source')
+
+def _shard_course(csv_path: Path) -> tuple:
+    "(folder, assignment) of the course `tinytorch grade --shard` wrote around `csv_path`; BadInput when it isn't one."
+    course = Path(csv_path).parent
+    for need in _COURSE_NEEDS:
+        if not (course / need).exists():
+            raise BadInput(f"{course}: no {need} (expected the course folder that `tinytorch grade --shard` wrote "
+                           f"around {Path(csv_path).name}, to merge into one course)")
+    sources = sorted(p.name for p in (course / 'source').iterdir() if p.is_dir())
+    if len(sources) != 1:
+        raise BadInput(f"{course / 'source'}: expected one assignment folder, found {sources}")
+    return course, sources[0]
+
+def _files(folder: Path) -> dict:
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob('*')) if p.is_file()}
+
+def _graded_in(csv_path: Path) -> set:
+    "The students of a grades CSV who have a gradebook entry: all but those whose every part failed ungraded."
+    failed = {}
+    for row in read_grades_csv(csv_path):
+        failed[row['student']] = failed.get(row['student'], True) and row['status'] == 'failed'
+    return {s for s, all_failed in failed.items() if not all_failed}
+
+def _check_courses(courses: list, assignment: str, csv_paths: list):
+    """BadInput when the shard courses were graded from different notebooks, a gradebook doesn't hold its CSV's
+    students, or a student is in two gradebooks."""
+    first = _files(courses[0] / 'source' / assignment)
+    for course in courses[1:]:
+        if _files(course / 'source' / assignment) != first:
+            raise BadInput(f"{courses[0]} and {course} were graded from different source notebooks: "
+                           "they can't be merged into one course")
+    owner = {}
+    for course, csv_path in zip(courses, csv_paths):
+        held = gradebook_students(course / 'gradebook.db', assignment)
+        missing = sorted(_graded_in(csv_path) - set(held))
+        if missing:
+            raise BadInput(f"{course / 'gradebook.db'} lacks {', '.join(map(repr, missing))}, graded in "
+                           f"{Path(csv_path).name}: not the gradebook of the run that wrote it")
+        for student in held:
+            if student in owner:
+                raise BadInput(f"student {student!r} is in the gradebooks of both {owner[student]} and {course}: "
+                               "each student must be graded by exactly one shard")
+            owner[student] = course
+
+# %% ../../nbs/93e_shards.ipynb #course
+def _merged_log(courses: list, assignment: str, submissions: int) -> str:
+    "The shards' grading logs as one run writes it: each flagged or failed student's entry, sorted by student."
+    entries, student = {}, None
+    for course in courses:
+        log = course / f'grades_{assignment}.log'
+        for line in (log.read_text(encoding='utf-8').splitlines()[2:] if log.exists() else []):
+            if line.startswith('  - ') and student is not None:
+                entries[student].append(line)
+            elif line and line != 'every submission was graded cleanly':
+                student = line.rsplit(': ', 1)[0]
+                entries[student] = [line]
+    body = [line for s in sorted(entries) for line in entries[s]] or ['every submission was graded cleanly']
+    return '\n'.join([f"tinytorch grade: {assignment}, {submissions} submission(s)", '', *body]) + '\n'
+
+def merge_courses(dest, csv_paths: list, rows: list) -> Path:
+    """The shards' course folders around `csv_paths` as one course folder `dest` (one gradebook for every student),
+    with the merged grades `rows`; built beside `dest` and renamed into place, or nothing is written."""
+    dest = Path(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise BadInput(f"--course {dest}: already exists and is not empty; give a new folder for the merged course")
+    found = [_shard_course(p) for p in csv_paths]
+    courses, assignment = [c for c, _ in found], found[0][1]
+    for course, other in found[1:]:
+        if other != assignment:
+            raise BadInput(f"{courses[0]} grades {assignment!r} but {course} grades {other!r}")
+    _check_courses(courses, assignment, csv_paths)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f'.{dest.name}.', suffix='.partial', dir=dest.parent))
+    try:
+        shutil.copy(courses[0] / 'nbgrader_config.py', tmp)
+        shutil.copy(courses[0] / 'gradebook.db', tmp)
+        shutil.copytree(courses[0] / 'source', tmp / 'source')
+        for course in courses[1:]:
+            copy_submissions(course / 'gradebook.db', tmp / 'gradebook.db', assignment)
+        for course in courses:
+            for folder in ('autograded', 'feedback'):
+                for student in sorted(p for p in (course / folder).glob('*') if p.is_dir()):
+                    shutil.copytree(student, tmp / folder / student.name)
+        _write_rows(tmp / f'grades_{assignment}.csv', rows)
+        log = _merged_log(courses, assignment, len({r['student'] for r in rows}))
+        (tmp / f'grades_{assignment}.log').write_text(log, encoding='utf-8')
+        os.chmod(tmp, 0o755)
+        if dest.exists():
+            dest.rmdir()
+        tmp.rename(dest)
+    except OSError as e:
+        raise BadInput(f"{dest}: can't write the merged course ({type(e).__name__}: {e})") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
