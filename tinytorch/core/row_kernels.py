@@ -93,12 +93,13 @@ def without_id(runs: IdRuns, ids: np.ndarray, skip: Optional[int]) -> IdRuns:
     order, starts, group, level = runs
     if skip is None or order.size == 0:
         return runs
-    g = int(np.searchsorted(ids[order[starts]], skip))      # its run, if any: the distinct ids ascend
-    if g == starts.size or ids[order[starts[g]]] != skip:
+    a = int(np.count_nonzero(ids < skip)) if skip else 0       # its run is [a, b) in sorted order
+    b = a + int(np.count_nonzero(ids == skip))
+    if a == b:
         return runs
-    a, b = starts[g], starts[g + 1] if g + 1 < starts.size else order.size
-    return IdRuns(np.delete(order, np.s_[a:b]), np.r_[starts[:g], starts[g + 1:] - (b - a)],
-                  np.r_[group[:a], group[b:] - 1], np.delete(level, np.s_[a:b]))
+    g, cat = group[a], np.concatenate
+    return IdRuns(cat((order[:a], order[b:])), cat((starts[:g], starts[g + 1:] - (b - a))),
+                  cat((group[:a], group[b:] - 1)), cat((level[:a], level[b:])))
 
 def by_level(positions: np.ndarray, level: np.ndarray) -> List[np.ndarray]:
     "`positions` split into batches of one occurrence level each, lowest level first, order kept."
