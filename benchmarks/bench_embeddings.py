@@ -36,6 +36,9 @@ contender once, in a new random order; each call gets a fresh batch of ids from 
                its own before the lookup would cost (it then also pays for bringing NumPy's code
                and the ids back into cache after the previous lookup)
   bwd dense    out.backward(g) into a dense (vocab, dim) gradient  vs  torch's embedding backward
+               (the same ids every call: from the second call on, the scatter-add's plan is remembered)
+  step, new ids  forward + dense backward on the next batch of the pool each call, so that no plan
+               is remembered (what a training loop over new batches pays)
   bwd sparse   sparse=True: out.backward(g), lazily row-sparse  vs  torch sparse=True (uncoalesced)
   +coalesce    the same followed by summing duplicate ids  vs  torch's .coalesce()
   sin. add     sinusoidal positions added in place (inplace=True)  vs  torch's x + pe[:S]
@@ -372,12 +375,19 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
             tw.grad = None
         gc.collect()
     t = interleaved(fns, repeats, setup=reset)
-    row("bwd dense", t["ours"], t.get("torch"))
+    row("bwd dense", t["ours"], t.get("torch"), note="same ids every call: plan remembered")
     ours_dense = layer.weight.grad
     if use_torch:
         tw.grad = None
         t_out.backward(t_grad, retain_graph=True)
         assert np.array_equal(ours_dense, tw.grad.numpy()), "dense gradients differ from PyTorch's"
+    step_ids = cycle(pool)
+    fns = {"ours": lambda: layer(step_ids()).backward(grad)}
+    if use_torch:
+        t_step_ids = cycle(t_pool)
+        fns["torch"] = lambda: F.embedding(t_step_ids(), tw).backward(t_grad)
+    t = interleaved(fns, repeats, setup=reset)
+    row("step, new ids", t["ours"], t.get("torch"), note="fwd + dense bwd, a new batch each call: planned every call")
 
     # ---- row-sparse backward: lazy, and coalesced
     layer.sparse = True
