@@ -619,3 +619,64 @@ def test_fast_paths_refuse_bad_input_and_change_nothing():
         with pytest.raises(err, match=pattern):
             add_rows_at(table, np.array(ids), rows)
         np.testing.assert_array_equal(table, before)
+
+
+# ---------------------------------------------------------------- padding in the layer: left out, never copied
+
+@pytest.mark.parametrize("threads", [2], indirect=True)
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("kernels", ["library", "lesson"])
+def test_padded_embedding_gradient_keeps_the_bits_and_a_zero_padding_row(threads, sparse, kernels):
+    from tinytorch.core.embeddings import lesson_kernels, library_kernels
+    rng = np.random.default_rng(8)
+    ids = rng.integers(0, 120, (6, 50))
+    ids[:, -7:] = 0                                           # the padding id at the end of every row
+    ids[:, :5] = 9                                            # and one heavy id
+    g = rng.standard_normal((6, 50, 4), dtype=np.float32)
+    g[:, -7:] = rng.standard_normal((6, 7, 4), dtype=np.float32) * 1e6   # large gradients where the padding is
+    layer = Embedding(120, 4, padding_idx=0, seed=3, sparse=sparse,
+                      kernels={"library": library_kernels, "lesson": lesson_kernels}[kernels])
+    expected = loop_reference_skipping(np.zeros((120, 4), np.float32), ids.reshape(-1), g.reshape(-1, 4), 0)
+    layer(ids).backward(g)
+    first = layer.weight.grad.to_dense() if sparse else layer.weight.grad
+    np.testing.assert_array_equal(bits(first), bits(expected))
+    if sparse:
+        assert 0 not in layer.weight.grad.indices.tolist(), "the padding id is no row of a row-sparse gradient"
+    layer(ids[:2]).backward(g[:2])                            # a second backward accumulates
+    grad = layer.weight.grad.to_dense() if sparse else layer.weight.grad
+    assert bits(grad[0]).tolist() == [0] * 4, f"the padding row must stay exactly zero, got {grad[0]}"
+    second = loop_reference_skipping(np.zeros((120, 4), np.float32), ids[:2].reshape(-1), g[:2].reshape(-1, 4), 0)
+    np.testing.assert_allclose(grad, expected + second, rtol=1e-6, atol=1e-4)
+
+
+class _RecordingKernels:
+    "The library's kernels, recording the rows and keyword arguments the backward hands them."
+    def __init__(self):
+        self.calls = []
+
+    def lookup_rows(self, table, ids):
+        return K.lookup_rows(table, ids)
+
+    def sum_rows_by_id(self, ids, rows, **kw):
+        self.calls.append((rows, kw))
+        return K.sum_rows_by_id(ids, rows, **kw)
+
+    def add_rows_at(self, out, ids, rows, fresh=False, **kw):
+        self.calls.append((rows, kw))
+        return K.add_rows_at(out, ids, rows, fresh=fresh, **kw)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_the_padded_backward_hands_the_kernels_the_output_gradient_itself(sparse):
+    # leaving the padding out by masking would copy the whole gradient: the kernels leave it out instead
+    kern = _RecordingKernels()
+    layer = Embedding(30, 4, padding_idx=2, seed=0, sparse=sparse, kernels=kern)
+    ids = np.random.default_rng(1).integers(0, 30, (3, 20))
+    ids[:, -4:] = 2
+    g = np.random.default_rng(2).standard_normal((3, 20, 4), dtype=np.float32)
+    layer(ids).backward(g)
+    if sparse:
+        layer.weight.grad.coalesce()
+    (rows, kw), = kern.calls
+    assert kw == {"skip": 2}, f"the padding id must reach the kernel as skip=2, got {kw}"
+    assert np.shares_memory(rows, g), "the kernel got a copy of the output gradient, not the gradient itself"
