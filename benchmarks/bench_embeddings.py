@@ -12,9 +12,13 @@ and three operations per configuration, each checked against its target (ours / 
   forward             Embedding.forward incl. id validation, no graph  vs  F.embedding under no_grad
   fwd + dense bwd     forward, then backward into a fresh dense (vocab, dim) gradient  vs  the same in torch
   fwd + sparse bwd    the same with sparse=True: our lazy row-sparse gradient  vs  torch's uncoalesced COO
+each without and with padding_idx=0, on padded batches (the last 5 ids of every sequence are the padding
+id 0, as in a batch of sentences of different lengths), ids given as a NumPy array. Then the same
+operations in the hot regime with padding, ids given as a Tensor (torch: a torch tensor) and as a list
+of lists (both frameworks convert it inside the timed call: torch.tensor(ids) for torch).
 plus the fixed cost of one call (1 id: forward on the 10k table; forward + dense backward on a
 64 x 256 table, so that no big zero table hides the fixed cost), hot, many rounds. The dense gradient
-is asserted bit-equal (float32 bit patterns) to torch's in every configuration. Each target prints
+is asserted bit-equal (float32 bit patterns) to torch's in every configuration, with and without padding. Each target prints
 PASS or MISS; the load average is printed at the start and the end (other work on the machine moves
 every number). --quick: fewer rounds and no details, for development.
 --torch-huge-pages sets THP_MEM_ALLOC_ENABLE=1 before torch loads: its allocator then asks for
@@ -32,6 +36,9 @@ contender once, in a new random order; each call gets a fresh batch of ids from 
                its own before the lookup would cost (it then also pays for bringing NumPy's code
                and the ids back into cache after the previous lookup)
   bwd dense    out.backward(g) into a dense (vocab, dim) gradient  vs  torch's embedding backward
+               (the same ids every call: from the second call on, the scatter-add's plan is remembered)
+  step, new ids  forward + dense backward on the next batch of the pool each call, so that no plan
+               is remembered (what a training loop over new batches pays)
   bwd sparse   sparse=True: out.backward(g), lazily row-sparse  vs  torch sparse=True (uncoalesced)
   +coalesce    the same followed by summing duplicate ids  vs  torch's .coalesce()
   sin. add     sinusoidal positions added in place (inplace=True)  vs  torch's x + pe[:S]
@@ -73,7 +80,7 @@ from tinytorch.core.embeddings import Embedding, PositionalEncoding, TokenPositi
 from tinytorch.core.profiling import EmbeddingProfiler, lookup_bytes, copy_functions
 from tinytorch.core.row_kernels import as_token_ids, gather_rows, lookup_rows
 from tinytorch.core.nn import SGD
-from tinytorch.core.tensor import no_grad
+from tinytorch.core.tensor import Tensor, no_grad
 
 torch = F = None    # PyTorch is a reference peer, never a dependency: load_torch() imports it if present
 
@@ -96,6 +103,15 @@ def load_torch(wait_policy=None, huge_pages=False):
 
 CONFIGS = {"10k": (10_000, 256, (32, 256)), "50k": (50_000, 512, (64, 512)), "100k": (100_000, 1024, (8, 2048))}
 POOL = 4            # distinct id batches per configuration, used in turn
+PAD_ID, PAD_TAIL = 0, 5     # in the target races, the last 5 ids of every sequence are the padding id 0
+ID_FORMS = ("array", "Tensor", "list")
+
+
+def padded_ids(rng, vocab, shape):
+    "Random ids in [1, vocab) whose last PAD_TAIL positions in every sequence are PAD_ID."
+    ids = rng.integers(1, vocab, shape)
+    ids[..., -PAD_TAIL:] = PAD_ID
+    return ids
 
 
 def timed(fn):
@@ -174,28 +190,33 @@ def same_bits(a, b):
     return a.shape == b.shape and np.array_equal(np.ascontiguousarray(a).view(np.uint32), np.ascontiguousarray(b).view(np.uint32))
 
 
-def step_contenders(layer, ids, grad, use_torch):
+def step_contenders(layer, ids, grad, use_torch, form="array"):
     """{operation: {"ours": fn, "torch": fn}} for the forward (no graph), forward + dense backward and
-    forward + sparse backward of `layer` on `ids` (torch on a copy of the same table), and a set-up
-    function that forgets both gradients."""
+    forward + sparse backward of `layer` on `ids` given as `form` (torch on a copy of the same table,
+    with the same padding_idx), and a set-up function that forgets both gradients."""
+    ours_ids = {"array": ids, "Tensor": Tensor(ids), "list": ids.tolist()}[form]
+
     def ours_forward():
         with no_grad():
-            layer.forward(ids)
+            layer.forward(ours_ids)
 
     def ours_step():
-        layer.forward(ids).backward(grad)
+        layer.forward(ours_ids).backward(grad)
 
     fns = {"forward": {"ours": ours_forward}, "fwd + dense bwd": {"ours": ours_step}, "fwd + sparse bwd": {"ours": ours_step}}
     if use_torch:
-        t_table, t_ids, t_grad = torch.from_numpy(layer.weight.data), torch.from_numpy(ids), torch.from_numpy(grad)
+        t_table, t_grad, pad = torch.from_numpy(layer.weight.data), torch.from_numpy(grad), layer.padding_idx
         tw = t_table.clone().requires_grad_(True)
+        listed = ours_ids if form == "list" else None
+        t_ids = torch.from_numpy(ids)
+        torch_ids = (lambda: torch.tensor(listed)) if listed is not None else (lambda: t_ids)
 
         def torch_forward():
             with torch.no_grad():
-                F.embedding(t_ids, t_table)
+                F.embedding(torch_ids(), t_table, padding_idx=pad)
         fns["forward"]["torch"] = torch_forward
-        fns["fwd + dense bwd"]["torch"] = lambda: F.embedding(t_ids, tw).backward(t_grad)
-        fns["fwd + sparse bwd"]["torch"] = lambda: F.embedding(t_ids, tw, sparse=True).backward(t_grad)
+        fns["fwd + dense bwd"]["torch"] = lambda: F.embedding(torch_ids(), tw, padding_idx=pad).backward(t_grad)
+        fns["fwd + sparse bwd"]["torch"] = lambda: F.embedding(torch_ids(), tw, padding_idx=pad, sparse=True).backward(t_grad)
 
     def forget_grads(who=None):
         layer.weight.grad = None
@@ -205,30 +226,38 @@ def step_contenders(layer, ids, grad, use_torch):
     return fns, forget_grads
 
 
-def bench_targets(name, vocab, dim, shape, hot_rounds, cold_rounds, use_torch):
-    """The three target operations in both regimes (see the module docstring); the same ids and output
-    gradient every call. Asserts that the dense gradients are bit-equal."""
+def bench_targets(name, vocab, dim, shape, hot_rounds, cold_rounds, use_torch, pad=None, form="array", regimes=("hot", "cold")):
+    """The three target operations (see the module docstring) on padded batches, with `padding_idx=pad`,
+    ids given as `form`; the same ids and output gradient every call. Asserts that the dense and the
+    densified sparse gradients are bit-equal to torch's."""
     rng = np.random.default_rng(0)
-    layer = Embedding(vocab, dim, seed=0)
-    ids = rng.integers(0, vocab, shape)
+    layer = Embedding(vocab, dim, seed=0, padding_idx=pad)
+    ids = padded_ids(rng, vocab, shape)
     grad = rng.standard_normal(shape + (dim,), dtype=np.float32)
-    fns, forget_grads = step_contenders(layer, ids, grad, use_torch)
+    fns, forget_grads = step_contenders(layer, ids, grad, use_torch, form)
     rows = []
     for op, contenders in fns.items():
         layer.sparse = op == "fwd + sparse bwd"
-        for regime, rounds in (("hot", hot_rounds), ("cold", cold_rounds)):
+        for regime in regimes:
+            rounds = hot_rounds if regime == "hot" else cold_rounds
             t = race(contenders, rounds, None if op == "forward" else forget_grads, cold=regime == "cold")
             ratio = t["ours"] / t["torch"] if use_torch else None
-            rows.append({"config": name, "vocab": vocab, "dim": dim, "ids": list(shape), "regime": regime, "op": op,
+            rows.append({"config": name, "vocab": vocab, "dim": dim, "ids": list(shape), "padding_idx": pad,
+                         "ids_as": form, "regime": regime, "op": op,
                          "rounds": rounds, "ours_ms": t["ours"], "torch_ms": t.get("torch"), "ratio": ratio,
                          "target": TARGETS[op], "met": None if ratio is None else ratio <= TARGETS[op],
                          "load": os.getloadavg()[0]})
-    layer.sparse = False
-    forget_grads()
-    for contender in fns["fwd + dense bwd"].values():
-        contender()
+    dense = {}
+    for sparse in (False, True):
+        layer.sparse = sparse
+        forget_grads()
+        for contender in fns["fwd + dense bwd"].values():
+            contender()
+        dense[sparse] = layer.weight.grad if not sparse else layer.weight.grad.to_dense()
+    assert same_bits(dense[False], dense[True]), f"{name}, padding_idx={pad}: the sparse gradient differs from the dense one"
     if use_torch:
-        assert same_bits(layer.weight.grad, forget_grads.torch_grad()), f"{name}: dense gradients differ from PyTorch's"
+        assert same_bits(dense[False], forget_grads.torch_grad()), f"{name}, padding_idx={pad}, ids as {form}: dense gradients differ from PyTorch's"
+    layer.sparse = False
     forget_grads()
     return rows
 
@@ -248,22 +277,24 @@ def bench_fixed_cost(rounds, use_torch):
 
 
 def print_targets(rows, fixed):
-    print(f"| {'config':<6} | {'regime':<6} | {'target operation':<17} | {'ours ms':>8} | {'torch ms':>8} | {'ratio':>6} | target | result | load")
-    print("|--------|--------|-------------------|----------|----------|--------|--------|--------|-----")
+    print(f"| {'config':<6} | {'pad':<4} | {'ids as':<6} | {'regime':<6} | {'target operation':<17} | {'ours ms':>8} | {'torch ms':>8} | {'ratio':>6} | target | result | load")
+    print("|--------|------|--------|--------|-------------------|----------|----------|--------|--------|--------|-----")
     for r in rows:
         torch_ms = f"{r['torch_ms']:8.3f}" if r["torch_ms"] is not None else f"{'-':>8}"
         ratio = f"{r['ratio']:5.2f}x" if r["ratio"] is not None else f"{'-':>6}"
         result = "-" if r["met"] is None else "PASS" if r["met"] else "MISS"
-        print(f"| {r['config']:<6} | {r['regime']:<6} | {r['op']:<17} | {r['ours_ms']:8.3f} | {torch_ms} | {ratio} | "
+        pad = "-" if r["padding_idx"] is None else str(r["padding_idx"])
+        print(f"| {r['config']:<6} | {pad:<4} | {r['ids_as']:<6} | {r['regime']:<6} | {r['op']:<17} | {r['ours_ms']:8.3f} | {torch_ms} | {ratio} | "
               f"<= {r['target']:.1f} | {result:<6} | {r['load']:.2f}")
     for r in fixed:
         theirs = f"torch {r['torch_us']:.1f} us, ratio {r['ours_us'] / r['torch_us']:.2f}x" if r["torch_us"] else "torch -"
         print(f"fixed cost, {r['op']}: ours {r['ours_us']:.1f} us, {theirs} (hot, median of {r['rounds']}, load {r['load']:.2f})")
-    missed = [f"{r['config']} {r['regime']} {r['op']} ({r['ratio']:.2f}x)" for r in rows if r["met"] is False]
+    missed = [f"{r['config']} pad {r['padding_idx']} {r['ids_as']} {r['regime']} {r['op']} ({r['ratio']:.2f}x)"
+              for r in rows if r["met"] is False]
     if any(r["met"] is not None for r in rows):
         print("all targets met" if not missed else f"MISSED {len(missed)} of {len(rows)}: " + "; ".join(missed))
     if rows and rows[0]["torch_ms"] is not None:
-        print("dense gradients bit-equal to PyTorch's in every configuration")
+        print("dense gradients bit-equal to PyTorch's in every configuration, with and without padding_idx")
 
 
 def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
@@ -344,12 +375,19 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
             tw.grad = None
         gc.collect()
     t = interleaved(fns, repeats, setup=reset)
-    row("bwd dense", t["ours"], t.get("torch"))
+    row("bwd dense", t["ours"], t.get("torch"), note="same ids every call: plan remembered")
     ours_dense = layer.weight.grad
     if use_torch:
         tw.grad = None
         t_out.backward(t_grad, retain_graph=True)
         assert np.array_equal(ours_dense, tw.grad.numpy()), "dense gradients differ from PyTorch's"
+    step_ids = cycle(pool)
+    fns = {"ours": lambda: layer(step_ids()).backward(grad)}
+    if use_torch:
+        t_step_ids = cycle(t_pool)
+        fns["torch"] = lambda: F.embedding(t_step_ids(), tw).backward(t_grad)
+    t = interleaved(fns, repeats, setup=reset)
+    row("step, new ids", t["ours"], t.get("torch"), note="fwd + dense bwd, a new batch each call: planned every call")
 
     # ---- row-sparse backward: lazy, and coalesced
     layer.sparse = True
@@ -443,7 +481,11 @@ def main():
     bandwidth = profiler.measure_memory_bandwidth(size_mb=256)
     targets = []
     for name in names:
-        targets += bench_targets(name, *CONFIGS[name], hot_rounds, cold_rounds, use_torch)
+        for pad in (None, PAD_ID):
+            targets += bench_targets(name, *CONFIGS[name], hot_rounds, cold_rounds, use_torch, pad)
+    for name in names:
+        for form in ID_FORMS[1:]:                # the other ways users pass ids: padded batches, hot
+            targets += bench_targets(name, *CONFIGS[name], hot_rounds, cold_rounds, use_torch, PAD_ID, form, ("hot",))
     fixed = bench_fixed_cost(10 * hot_rounds, use_torch)
     rows = []
     if not (args.quick or args.no_details):

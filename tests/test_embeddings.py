@@ -610,3 +610,22 @@ def test_the_published_profiler_calls():
         assert {'computation_time_ms', 'memory_usage_mb', 'parameters'} <= set(metrics)
     assert comparison['learned']['parameters'] == 100 * 64 and comparison['sinusoidal']['parameters'] == 0
     assert profiler.compare_positional_encodings(128, 256, verbose=False)['learned']['parameters'] == 256 * 256
+
+
+# ---------------------------------------------------------------- one table, two padding ids
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("kernels", ["library", "lesson"])
+def test_two_layers_with_different_padding_ids_sharing_one_table(sparse, kernels):
+    kern = {"library": library_kernels, "lesson": lesson_kernels}[kernels]
+    rng = np.random.default_rng(11)
+    first = Embedding(10, 3, padding_idx=0, seed=0, sparse=sparse, kernels=kern)
+    second = Embedding.from_pretrained(first.weight.data, freeze=False, padding_idx=1, sparse=sparse, kernels=kern)
+    second.weight = first.weight                             # one table, padded by id 0 in one use and by id 1 in the other
+    a, b = rng.integers(0, 10, 12), rng.integers(0, 10, 9)
+    a[:3], b[:3] = [0, 1, 1], [0, 0, 1]                      # both padding ids occur in both batches
+    ga, gb = rng.standard_normal((12, 3), dtype=np.float32), rng.standard_normal((9, 3), dtype=np.float32)
+    ((first(a) * Tensor(ga)).sum() + (second(b) * Tensor(gb)).sum()).backward()
+    grad = first.weight.grad.to_dense() if sparse else first.weight.grad
+    expected = dense_reference(a, ga, 10, 0) + dense_reference(b, gb, 10, 1)
+    np.testing.assert_allclose(grad, expected, rtol=1e-5, atol=1e-6)

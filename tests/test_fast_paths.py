@@ -16,7 +16,7 @@ from tinytorch.core.parallel import run_parallel, worker_count
 from tinytorch.core.profiling import EmbeddingProfiler
 from tinytorch.core.row_kernels import (TokenIdError, add_rows_at, gather_rows, lookup_rows, scatter_add_rows,
                                         stable_order)
-from tinytorch.core.tensor import RowSparseGrad
+from tinytorch.core.tensor import RowSparseGrad, Tensor
 
 
 @pytest.fixture
@@ -26,6 +26,12 @@ def threads(monkeypatch, request):
     monkeypatch.setattr(P, "PARALLEL_MIN_BYTES", 1)
     monkeypatch.setattr(K, "_FEW_ROWS", 0)               # and plans the scatter-add even for a few rows
     return request.param
+
+
+@pytest.fixture(autouse=True)
+def no_remembered_plans(monkeypatch):
+    "Every test starts with no scatter-add plan remembered from another (some change the planning constants)."
+    monkeypatch.setattr(K, "_plans", {})
 
 
 def loop_reference(base, ids, rows):
@@ -199,6 +205,153 @@ def test_threaded_embedding_backward_equals_single_threaded(threads, monkeypatch
         grads.append(layer.weight.grad)
     np.testing.assert_array_equal(grads[0], grads[1])
     assert np.all(grads[0][5] == 0)
+
+
+# ---------------------------------------------------------------- padding: one id left out
+
+def loop_reference_skipping(base, ids, rows, skip):
+    "A plain float32 loop that leaves out every occurrence of `skip`."
+    out = base.copy()
+    for i, r in zip(ids, rows):
+        if i != skip:
+            out[i] += r
+    return out
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3], indirect=True)
+@pytest.mark.parametrize("num_rows, n, skip_count", [(40, 3000, 0), (40, 3000, 5), (40, 3000, 700), (40, 300, 300),
+                                                     (9000, 3000, 160), (9000, 20, 7)])
+@pytest.mark.parametrize("fresh", [True, False])
+def test_scatter_add_leaving_out_the_padding_id_keeps_the_bits_of_a_loop(threads, num_rows, n, skip_count, fresh):
+    # the padding id occurring never, a few times, as a heavy id, everywhere; in the row-order fill (40 rows), in
+    # the zero-and-scatter path (9000 rows) and below _FEW_ROWS (20 ids); signed zeros; fresh and accumulating
+    rng = np.random.default_rng(n + skip_count)
+    skip = 3
+    ids = rng.integers(0, num_rows, n)
+    ids[ids == skip] = skip + 1
+    ids[rng.choice(n, skip_count, replace=False)] = skip
+    rows = rng.standard_normal((n, 4), dtype=np.float32)
+    rows[rng.random(rows.shape) < 0.3] = -0.0
+    base = np.zeros((num_rows, 4), np.float32) if fresh else rng.standard_normal((num_rows, 4), dtype=np.float32)
+    base[skip] = -0.0 if not fresh else 0
+    out = add_rows_at(np.full_like(base, np.nan) if fresh else base.copy(), ids, rows, fresh=fresh, skip=skip)
+    expected = loop_reference_skipping(base, ids, rows, skip)
+    if fresh or num_rows > 1000:
+        np.testing.assert_array_equal(bits(out), bits(expected))
+    else:   # 40 rows: every id is heavy, its rows summed first and then added: rounded differently
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
+    assert bits(out[skip]).tolist() == bits(base[skip]).tolist(), "the padding row must get nothing"
+    assert np.array_equal(bits(scatter_add_rows(ids, rows, num_rows, skip=skip)),
+                          bits(loop_reference_skipping(np.zeros_like(base), ids, rows, skip)))
+
+
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+def test_row_sums_leaving_out_the_padding_id_equal_the_sums_of_the_other_ids(threads):
+    rng = np.random.default_rng(8)
+    ids = rng.integers(0, 30, 2000)
+    ids[:400] = 0                                                    # the padding id, heavy
+    rows = rng.standard_normal((2000, 3), dtype=np.float32)
+    unique, summed = K.sum_rows_by_id(ids, rows, skip=0)
+    keep = ids != 0
+    expected = loop_reference(np.zeros((30, 3), np.float32), ids[keep], rows[keep])
+    np.testing.assert_array_equal(unique, np.unique(ids[keep]))
+    np.testing.assert_array_equal(bits(summed), bits(expected[unique]))
+    unique, summed = K.sum_rows_by_id(np.zeros(5, np.int64), np.ones((5, 3), np.float32), skip=0)
+    assert unique.shape == (0,) and summed.shape == (0, 3)
+
+
+def test_the_padding_id_must_be_a_row_of_the_table():
+    table = np.zeros((6, 2), np.float32)
+    for skip, err, pattern in [(6, ValueError, r"skip 6 is outside \[0, 6\)"), (-1, ValueError, "skip -1"),
+                               (1.0, TypeError, "skip must be a row id"), (True, TypeError, "True")]:
+        with pytest.raises(err, match=pattern):
+            add_rows_at(table, np.array([0, 1]), np.ones((2, 2), np.float32), skip=skip)
+        assert not table.any()
+    rows = np.arange(6, dtype=np.float32).reshape(3, 2)                 # a few rows: no plan, the id still left out
+    out = add_rows_at(table, np.array([0, 1, 0]), rows, skip=0)
+    assert out.tolist() == [[0, 0], [2, 3], [0, 0], [0, 0], [0, 0], [0, 0]]
+
+
+# ---------------------------------------------------------------- plans remembered for ids that come again
+
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+@pytest.mark.parametrize("num_rows", [50, 9000])                   # row-order fill, zero-and-scatter
+def test_a_remembered_plan_is_used_only_for_equal_ids(threads, num_rows, monkeypatch):
+    planned = []
+    real_id_runs = K.id_runs
+    monkeypatch.setattr(K, "id_runs", lambda *a: planned.append(1) or real_id_runs(*a))
+    rng = np.random.default_rng(num_rows)
+    ids, rows = random_case(rng, num_rows, 600, 3)
+    def check(ids):
+        out = add_rows_at(np.full((num_rows, 3), np.nan, np.float32), ids, rows, fresh=True, skip=1)
+        np.testing.assert_array_equal(bits(out), bits(loop_reference_skipping(np.zeros((num_rows, 3), np.float32), ids, rows, 1)))
+    check(ids)
+    check(ids)
+    check(ids.copy())                                                # another array, the same ids: the same plan
+    assert len(planned) == 1
+    ids[[0, 1]] = ids[[1, 0]] if ids[0] != ids[1] else (ids[0] + 1) % num_rows   # changed in place
+    ids[-1] = (ids[-1] + 7) % num_rows
+    check(ids)
+    assert len(planned) == 2, "ids changed in place must get a new plan"
+    check(ids.astype(np.int32))                                      # another id dtype: planned on its own
+    out = add_rows_at(np.full((num_rows, 3), np.nan, np.float32), ids, rows, fresh=True)   # no padding id
+    np.testing.assert_array_equal(bits(out), bits(loop_reference(np.zeros((num_rows, 3), np.float32), ids, rows)))
+    assert len(planned) == 4 and len(K._plans) <= K._PLANS_KEPT
+
+
+@pytest.mark.parametrize("threads", [2], indirect=True)
+def test_an_embedding_called_again_with_mutated_ids_gets_their_gradient(threads):
+    # the hot loop: the same ids array, changed in place between two steps
+    rng = np.random.default_rng(2)
+    layer = Embedding(200, 4, seed=0)
+    ids = rng.integers(0, 200, (6, 40))
+    g = rng.standard_normal((6, 40, 4), dtype=np.float32)
+    for _ in range(3):
+        layer.weight.grad = None
+        layer(ids).backward(g)
+        np.testing.assert_array_equal(bits(layer.weight.grad),
+                                      bits(loop_reference(np.zeros((200, 4), np.float32), ids.reshape(-1), g.reshape(-1, 4))))
+        ids[rng.integers(0, 6), rng.integers(0, 40)] = rng.integers(0, 200)
+        ids[::2] = ids[::2, ::-1].copy()
+
+
+# ---------------------------------------------------------------- ids as users pass them
+
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+@pytest.mark.parametrize("kind", ["list of lists", "Tensor", "int32 array"])
+def test_kernels_take_ids_the_ways_users_pass_them(threads, kind):
+    rng = np.random.default_rng(6)
+    ids = rng.integers(0, 70, (5, 60))
+    given = {"list of lists": ids.tolist(), "Tensor": Tensor(ids), "int32 array": ids.astype(np.int32)}[kind]
+    table = rng.standard_normal((70, 4), dtype=np.float32)
+    np.testing.assert_array_equal(lookup_rows(table, given), table[ids])
+    np.testing.assert_array_equal(gather_rows(table, given, np.empty((5, 60, 4), np.float32)), table[ids])
+    rows = rng.standard_normal((300, 4), dtype=np.float32)
+    flat = given if kind != "list of lists" else ids.reshape(-1).tolist()
+    flat = flat.reshape(-1) if kind == "Tensor" else flat
+    out = add_rows_at(np.full((70, 4), np.nan, np.float32), flat if kind != "int32 array" else given.reshape(-1),
+                      rows, fresh=True, skip=2)
+    np.testing.assert_array_equal(bits(out), bits(loop_reference_skipping(np.zeros((70, 4), np.float32), ids.reshape(-1), rows, 2)))
+
+
+@pytest.mark.parametrize("threads", [2], indirect=True)
+@pytest.mark.parametrize("kind", ["list of lists", "Tensor"])
+@pytest.mark.parametrize("pad", [None, 0])
+def test_embedding_takes_ids_the_ways_users_pass_them(threads, kind, pad):
+    rng = np.random.default_rng(7)
+    ids = rng.integers(0, 90, (4, 50))
+    ids[:, -6:] = 0
+    g = rng.standard_normal((4, 50, 3), dtype=np.float32)
+    grads = []
+    for given in (ids, ids.tolist() if kind == "list of lists" else Tensor(ids)):
+        layer = Embedding(90, 3, padding_idx=pad, seed=1)
+        out = layer(given)
+        np.testing.assert_array_equal(out.data, layer.weight.data[ids])
+        out.backward(g)
+        grads.append(layer.weight.grad)
+    np.testing.assert_array_equal(bits(grads[0]), bits(grads[1]))
+    expected = loop_reference_skipping(np.zeros((90, 3), np.float32), ids.reshape(-1), g.reshape(-1, 3), pad)
+    np.testing.assert_array_equal(bits(grads[1]), bits(expected))
 
 
 # ---------------------------------------------------------------- gather
@@ -466,3 +619,64 @@ def test_fast_paths_refuse_bad_input_and_change_nothing():
         with pytest.raises(err, match=pattern):
             add_rows_at(table, np.array(ids), rows)
         np.testing.assert_array_equal(table, before)
+
+
+# ---------------------------------------------------------------- padding in the layer: left out, never copied
+
+@pytest.mark.parametrize("threads", [2], indirect=True)
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("kernels", ["library", "lesson"])
+def test_padded_embedding_gradient_keeps_the_bits_and_a_zero_padding_row(threads, sparse, kernels):
+    from tinytorch.core.embeddings import lesson_kernels, library_kernels
+    rng = np.random.default_rng(8)
+    ids = rng.integers(0, 120, (6, 50))
+    ids[:, -7:] = 0                                           # the padding id at the end of every row
+    ids[:, :5] = 9                                            # and one heavy id
+    g = rng.standard_normal((6, 50, 4), dtype=np.float32)
+    g[:, -7:] = rng.standard_normal((6, 7, 4), dtype=np.float32) * 1e6   # large gradients where the padding is
+    layer = Embedding(120, 4, padding_idx=0, seed=3, sparse=sparse,
+                      kernels={"library": library_kernels, "lesson": lesson_kernels}[kernels])
+    expected = loop_reference_skipping(np.zeros((120, 4), np.float32), ids.reshape(-1), g.reshape(-1, 4), 0)
+    layer(ids).backward(g)
+    first = layer.weight.grad.to_dense() if sparse else layer.weight.grad
+    np.testing.assert_array_equal(bits(first), bits(expected))
+    if sparse:
+        assert 0 not in layer.weight.grad.indices.tolist(), "the padding id is no row of a row-sparse gradient"
+    layer(ids[:2]).backward(g[:2])                            # a second backward accumulates
+    grad = layer.weight.grad.to_dense() if sparse else layer.weight.grad
+    assert bits(grad[0]).tolist() == [0] * 4, f"the padding row must stay exactly zero, got {grad[0]}"
+    second = loop_reference_skipping(np.zeros((120, 4), np.float32), ids[:2].reshape(-1), g[:2].reshape(-1, 4), 0)
+    np.testing.assert_allclose(grad, expected + second, rtol=1e-6, atol=1e-4)
+
+
+class _RecordingKernels:
+    "The library's kernels, recording the rows and keyword arguments the backward hands them."
+    def __init__(self):
+        self.calls = []
+
+    def lookup_rows(self, table, ids):
+        return K.lookup_rows(table, ids)
+
+    def sum_rows_by_id(self, ids, rows, **kw):
+        self.calls.append((rows, kw))
+        return K.sum_rows_by_id(ids, rows, **kw)
+
+    def add_rows_at(self, out, ids, rows, fresh=False, **kw):
+        self.calls.append((rows, kw))
+        return K.add_rows_at(out, ids, rows, fresh=fresh, **kw)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_the_padded_backward_hands_the_kernels_the_output_gradient_itself(sparse):
+    # leaving the padding out by masking would copy the whole gradient: the kernels leave it out instead
+    kern = _RecordingKernels()
+    layer = Embedding(30, 4, padding_idx=2, seed=0, sparse=sparse, kernels=kern)
+    ids = np.random.default_rng(1).integers(0, 30, (3, 20))
+    ids[:, -4:] = 2
+    g = np.random.default_rng(2).standard_normal((3, 20, 4), dtype=np.float32)
+    layer(ids).backward(g)
+    if sparse:
+        layer.weight.grad.coalesce()
+    (rows, kw), = kern.calls
+    assert kw == {"skip": 2}, f"the padding id must reach the kernel as skip=2, got {kw}"
+    assert np.shares_memory(rows, g), "the kernel got a copy of the output gradient, not the gradient itself"

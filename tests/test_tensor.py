@@ -236,3 +236,85 @@ def test_constants_get_no_gradient_work():
         grads = out._grad_fn(np.ones(2, np.float32))
         calls.append([g is None for g in grads])
     assert calls == [[False, True], [True, False], [False, True], [False, True], [True, False]]
+
+
+# ---------------------------------------------------------------- row-sparse gradients with a padding id (skip)
+
+def _definition(shape, *parts):
+    "float64 sum of every (ids, rows, skip) part, each leaving out its own `skip`: what the gradient means."
+    out = np.zeros(shape)
+    for ids, rows, skip in parts:
+        for i, r in zip(ids, rows):
+            if i != skip:
+                out[i] += r
+    return out
+
+
+def _parts(rng, shape, skips):
+    return [(rng.integers(0, shape[0], 12), rng.standard_normal((12,) + shape[1:], dtype=np.float32), s) for s in skips]
+
+
+@pytest.mark.parametrize("kernels", ["simple", "library"])
+def test_row_sparse_skip_leaves_the_padding_id_out_of_every_form(kernels):
+    from tinytorch.core import row_kernels
+    extra = {} if kernels == "simple" else dict(sum_rows=row_kernels.sum_rows_by_id, add_rows=row_kernels.add_rows_at)
+    rng = np.random.default_rng(0)
+    ids, rows = np.array([0, 3, 0, 1, 3, 0]), rng.standard_normal((6, 2), dtype=np.float32)
+    expected = _definition((5, 2), (ids, rows, 0))
+    make = lambda: RowSparseGrad((5, 2), ids, rows, skip=0, **extra)   # noqa: E731
+    assert make().to_dense().tolist() == expected.astype(np.float32).tolist()
+    assert np.array_equal(make().to_dense()[0].view(np.uint32), np.zeros(2, np.uint32)), "padding row: exactly +0.0"
+    base = np.full((5, 2), 7.0, np.float32)
+    make().add_to(base)
+    assert base[0].tolist() == [7.0, 7.0], "adding into an existing array must leave the padding row untouched"
+    np.testing.assert_allclose(base - 7.0, expected, rtol=1e-6, atol=1e-6)
+    g = make()
+    assert g.indices.tolist() == [1, 3]
+    np.testing.assert_allclose(g.values, expected[[1, 3]], rtol=1e-6)
+    assert "skip=0" in repr(make()) and "skip" not in repr(RowSparseGrad((5, 2), ids, rows))
+
+
+def test_row_sparse_skip_reaches_the_kernels_only_when_given():
+    seen = []
+
+    def add_rows(dense, ids, rows, fresh=False, **kw):      # a kernel that records what it is asked
+        seen.append((rows, kw))
+        if fresh:
+            dense.fill(0)
+        keep = ids != kw.get("skip", -1)
+        np.add.at(dense, ids[keep], rows[keep])
+        return dense
+
+    ids, rows = np.array([2, 0, 2]), np.ones((3, 2), np.float32)
+    assert RowSparseGrad((4, 2), ids, rows, add_rows=add_rows, skip=2).to_dense().sum() == 2
+    assert RowSparseGrad((4, 2), ids, rows, add_rows=add_rows).to_dense().sum() == 6
+    assert [kw for _, kw in seen] == [{"skip": 2}, {}], seen
+    assert seen[0][0] is rows, "the rows must reach the kernel as given (no masked copy)"
+
+
+@pytest.mark.parametrize("skips", [(0, 1), (0, None), (None, 2), (1, 1), (None, None), (0, 1, 0)])
+def test_sum_of_row_sparse_gradients_with_different_padding_ids(skips):
+    # two layers with different padding ids sharing one table: each part leaves out only its own id
+    rng = np.random.default_rng(len(skips))
+    parts = _parts(rng, (4, 3), skips)
+    for p in parts:
+        p[0][:3] = [0, 1, 2]                               # every padding id occurs in every part
+    total = RowSparseGrad((4, 3), *parts[0][:2], skip=parts[0][2])
+    for ids, rows, skip in parts[1:]:
+        total = total + RowSparseGrad((4, 3), ids, rows, skip=skip)
+    expected = _definition((4, 3), *parts)
+    np.testing.assert_allclose(total.to_dense(), expected, rtol=1e-5, atol=1e-6)
+    base = np.zeros((4, 3), np.float32)
+    np.testing.assert_allclose(total.add_to(base), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(total.values, expected[total.indices], rtol=1e-5, atol=1e-6)
+    assert set(total.indices.tolist()) == {i for ids, _, s in parts for i in ids.tolist() if i != s}
+
+
+@pytest.mark.parametrize("skip, err, pattern", [(5, ValueError, r"skip 5 is outside \[0, 5\)"),
+                                                (-1, ValueError, r"skip -1 is outside"),
+                                                (1.0, TypeError, "skip must be a row id.*1.0"),
+                                                (True, TypeError, "got True"), ("0", TypeError, "'0'")])
+def test_row_sparse_skip_must_be_a_row_id(skip, err, pattern):
+    with pytest.raises(err, match=pattern):
+        RowSparseGrad((5, 2), [1], np.ones((1, 2), np.float32), skip=skip)
+    assert RowSparseGrad((5, 2), [1], np.ones((1, 2), np.float32), skip=np.int64(4)).to_dense()[1].tolist() == [1, 1]

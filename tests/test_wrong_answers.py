@@ -67,9 +67,10 @@ MISTAKES = {
         "test_embedding_forward", ["not connected to embed.weight", "requires_grad is False"],
         {"test_embedding_backward", "test_embedding_sparse_gradient", "test_embedding_runs_on_its_kernels",
          "test_token_position_embedding", "test_embedding_integration"}),
-    "padding row gets gradient": (
-        "embedding", "if pad is not None:", "if False:",
-        "test_embedding_backward", ["first wrong row at [0]", "padding row (id 0) must get no gradient"],
+    "padding row gets gradient (skip=padding_idx forgotten)": (
+        "embedding", " skip=pad,", "",
+        "test_embedding_backward", ["first wrong row at [0]", "padding row (id 0) must get no gradient",
+                                    "skip=self.padding_idx"],
         {"test_embedding_sparse_gradient", "test_embedding_integration"}),
     "the layer's backward ignores its kernels (the library's scatter-add)": (
         "embedding", "add_rows=kernels.add_rows_at", "add_rows=library_kernels.add_rows_at",

@@ -145,6 +145,13 @@ def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray):
     ### END SOLUTION
 
 # %% ../../nbs/11_embeddings.ipynb #lesson-kernels
+def _without_id(ids, rows, skip):
+    "`ids` and `rows` without the positions whose id is `skip` (the padding id; None: all of them)."
+    if skip is None:
+        return ids, rows
+    keep = ids != skip
+    return ids[keep], rows[keep]
+
 class LessonKernels:
     """This lesson's `lookup_rows`, `scatter_add_rows` and `sum_rows_by_id` behind the interface `Embedding` calls
     (the one `tinytorch.core.row_kernels` has): `Embedding(..., kernels=lesson_kernels)` runs on them."""
@@ -152,12 +159,13 @@ class LessonKernels:
     def lookup_rows(self, table, ids):
         return lookup_rows(table, ids)
 
-    def sum_rows_by_id(self, ids, rows):
-        return sum_rows_by_id(ids, rows)
+    def sum_rows_by_id(self, ids, rows, skip=None):
+        return sum_rows_by_id(*_without_id(ids, rows, skip))
 
-    def add_rows_at(self, out, ids, rows, fresh: bool = False):
-        "`out[ids[j]] += rows[j]` for every j, through your `scatter_add_rows`; `fresh=True`: `out` holds garbage."
-        dense = scatter_add_rows(ids, rows, out.shape[0])
+    def add_rows_at(self, out, ids, rows, fresh: bool = False, skip=None):
+        """`out[ids[j]] += rows[j]` for every j with `ids[j] != skip`, through your `scatter_add_rows`;
+        `fresh=True`: `out` holds garbage."""
+        dense = scatter_add_rows(*_without_id(ids, rows, skip), out.shape[0])
         if fresh:
             out[...] = dense
         else:
@@ -253,9 +261,10 @@ class Embedding(_EmbeddingTable):
         TODO:
         1. ids = as_token_ids(input_ids, None)          (the range is checked during the lookup)
         2. rows = self.kernels.lookup_rows(W, ids)      (a new `(*ids.shape, dim)` array)
-        3. define grad_fn(g): flatten ids to (n,) and g to (n, dim), drop the positions whose id is
-           padding_idx, and return a 1-tuple with RowSparseGrad(self.weight.shape, ids, g_rows,
-           keep_sparse=self.sparse, sum_rows=self.kernels.sum_rows_by_id, add_rows=self.kernels.add_rows_at)
+        3. define grad_fn(g): flatten ids to (n,) and g to (n, dim), and return a 1-tuple with
+           RowSparseGrad(self.weight.shape, ids, g_rows, keep_sparse=self.sparse, skip=self.padding_idx,
+           sum_rows=self.kernels.sum_rows_by_id, add_rows=self.kernels.add_rows_at)
+           (skip: the padding id's positions add nothing; nothing is copied)
         4. return Tensor._from_op(rows, (self.weight,), grad_fn)
         Allocate nothing but `rows` in the forward pass, and no float64 anywhere.
         """
@@ -265,11 +274,7 @@ class Embedding(_EmbeddingTable):
         rows = kernels.lookup_rows(weight.data, ids)                # (*ids.shape, dim)
         def grad_fn(g):
             flat_ids, flat_g = ids.reshape(-1), g.reshape(-1, g.shape[-1])
-            if pad is not None:
-                keep = flat_ids != pad
-                if not keep.all():
-                    flat_ids, flat_g = flat_ids[keep], flat_g[keep]
-            return (RowSparseGrad(weight.shape, flat_ids, flat_g, keep_sparse=sparse,
+            return (RowSparseGrad(weight.shape, flat_ids, flat_g, keep_sparse=sparse, skip=pad,
                                   sum_rows=kernels.sum_rows_by_id, add_rows=kernels.add_rows_at),)
         return Tensor._from_op(rows, (weight,), grad_fn)
         ### END SOLUTION

@@ -5,6 +5,7 @@
 # %% ../../nbs/11b_row_kernels.ipynb #imports
 from __future__ import annotations
 
+import threading
 from typing import List, NamedTuple, Optional
 
 import numpy as np
@@ -13,8 +14,8 @@ from .parallel import parts_for, run_parallel
 from .tensor import Tensor
 
 # %% auto #0
-__all__ = ['HEAVY_REPEATS', 'TokenIdError', 'as_token_ids', 'IdRuns', 'stable_order', 'id_runs', 'by_level', 'sum_rows_by_id',
-           'gather_rows', 'lookup_rows', 'add_rows_at', 'scatter_add_rows']
+__all__ = ['HEAVY_REPEATS', 'TokenIdError', 'as_token_ids', 'IdRuns', 'stable_order', 'id_runs', 'without_id', 'by_level',
+           'sum_rows_by_id', 'gather_rows', 'lookup_rows', 'add_rows_at', 'scatter_add_rows']
 
 # %% ../../nbs/11b_row_kernels.ipynb #ids
 class TokenIdError(ValueError, IndexError):
@@ -87,6 +88,19 @@ def id_runs(ids: np.ndarray, num_rows: int) -> IdRuns:
     level = np.arange(n) - starts[group]
     return IdRuns(order, starts, group, level)
 
+def without_id(runs: IdRuns, ids: np.ndarray, skip: Optional[int]) -> IdRuns:
+    "`runs` of `ids` with every occurrence of the id `skip` left out (`runs` itself if it does not occur)."
+    order, starts, group, level = runs
+    if skip is None or order.size == 0:
+        return runs
+    a = int(np.count_nonzero(ids < skip)) if skip else 0       # its run is [a, b) in sorted order
+    b = a + int(np.count_nonzero(ids == skip))
+    if a == b:
+        return runs
+    g, cat = group[a], np.concatenate
+    return IdRuns(cat((order[:a], order[b:])), cat((starts[:g], starts[g + 1:] - (b - a))),
+                  cat((group[:a], group[b:] - 1)), cat((level[:a], level[b:])))
+
 def by_level(positions: np.ndarray, level: np.ndarray) -> List[np.ndarray]:
     "`positions` split into batches of one occurrence level each, lowest level first, order kept."
     lev = level[positions]
@@ -99,16 +113,18 @@ def _sum_in_order(block: np.ndarray) -> np.ndarray:
     that when dim > 1; with dim 1 it would sum pairwise (other roundings), `accumulate` never does."""
     return block.sum(axis=0) if block.shape[1] > 1 else np.add.accumulate(block, axis=0)[-1]
 
-def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray):
+def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray, skip: Optional[int] = None):
     """Distinct `ids` (sorted) and, for each, the sum of the `rows` at its occurrences.
 
     ids: (n,) non-negative integers; rows: (n, dim). Returns (unique_ids (k,), summed (k, dim)),
-    same dtype as rows."""
+    same dtype as rows. `skip`: an id left out with its rows (the padding id), nothing copied."""
     ids = np.asarray(ids).reshape(-1)
-    n = ids.size
+    order = ids[:0]
+    if ids.size:
+        order, starts, group, level = without_id(id_runs(ids, int(ids.max()) + 1), ids, skip)
+    n = order.size
     if n == 0:
-        return ids.astype(np.int64), np.zeros((0,) + rows.shape[1:], rows.dtype)
-    order, starts, group, level = id_runs(ids, int(ids.max()) + 1)
+        return ids[:0].astype(np.int64), np.zeros((0,) + rows.shape[1:], rows.dtype)
     summed = np.take(rows, order[starts], axis=0)           # (k, dim) first row of each group
     if len(starts) < n:                                     # some ids repeat
         counts = np.diff(np.append(starts, n))
@@ -198,7 +214,7 @@ def _heavy_ids(sorted_ids, starts, counts) -> list:
 def _scatter_plan(ids: np.ndarray, runs: IdRuns) -> _ScatterPlan:
     order, starts, group, level = runs
     sorted_ids = ids[order]
-    counts = np.diff(np.append(starts, ids.size))
+    counts = np.diff(np.append(starts, order.size))
     light = counts <= HEAVY_REPEATS
     reps = by_level(np.flatnonzero((level > 0) & light[group]), level)   # sorted indices, one batch per level
     rep = np.concatenate(reps)
@@ -247,7 +263,7 @@ def _fill_plan(ids: np.ndarray, runs: IdRuns, num_rows: int, part_starts: list) 
     so adding a level is one contiguous `np.add`."""
     order, starts, group, level = runs
     sorted_ids = ids[order].astype(np.intp, copy=False)      # the keys below overflow a small id dtype
-    counts = np.diff(np.append(starts, ids.size))
+    counts = np.diff(np.append(starts, order.size))
     heavy = _heavy_ids(sorted_ids, starts, counts)
     light = np.flatnonzero(counts[group] <= HEAVY_REPEATS) if heavy else slice(None)
     sorted_ids, level, count, src = sorted_ids[light], level[light], counts[group[light]], order[light]
@@ -282,15 +298,69 @@ def _fill_part(out, rows, plan, part):
         if lo <= row < hi:
             out[row] += _sum_in_order(rows[plan.order[start:start + count]])   # the row is zero by now
 
+# %% ../../nbs/11b_row_kernels.ipynb #plan-cache
+_PLANS_KEPT = 4             # plans remembered for ids that come again (a hot loop, repeated micro-batches)
+_PLAN_MAX_IDS = 1 << 20     # bigger batches are planned afresh: their plan would hold too much memory
+_plans: dict = {}           # (num_rows, skip, n, id dtype, row bytes, threads, fresh) -> (copy of the ids, plan)
+_plans_lock = threading.Lock()
+
+class _Plan(NamedTuple):
+    "Everything `add_rows_at` works out from the ids alone, before it touches a row."
+    fill: bool               # True: fill a fresh table in row order (_FillPlan); False: scatter (_ScatterPlan)
+    steps: tuple             # the tasks' plan: _FillPlan, or (_ScatterPlan, row cuts between the threads)
+    parts: int               # threads
+
+def _new_plan(ids, num_rows, row_bytes, fresh, skip, parts) -> Optional[_Plan]:
+    "The plan for `ids` (n,), or None when every id is `skip`."
+    runs = without_id(id_runs(ids, num_rows), ids, skip)
+    n = runs.order.size
+    if n == 0:
+        return None
+    if fresh and 4 * len(runs.starts) >= num_rows:      # most rows are touched: fill the table in row order
+        num_parts = max(parts, -(-n * row_bytes // _FILL_CHUNK_BYTES))
+        return _Plan(True, _fill_plan(ids, runs, num_rows, _head_start_cuts(num_rows, row_bytes, num_parts)), parts)
+    plan = _scatter_plan(ids, runs)
+    cuts = np.concatenate(([0], ids[plan.order[np.arange(1, parts) * n // parts]], [num_rows]))   # equal shares of the ids
+    return _Plan(False, (plan, cuts), parts)
+
+def _plan_for(ids, num_rows, row_bytes, fresh, skip) -> Optional[_Plan]:
+    """The plan for `ids`, made once for the same ids seen again: a remembered plan is used only if
+    its copy of the ids equals `ids` element by element, so ids changed in place get a new plan."""
+    parts = parts_for(ids.size, ids.size * row_bytes)
+    if ids.size > _PLAN_MAX_IDS:
+        return _new_plan(ids, num_rows, row_bytes, fresh, skip, parts)
+    key = (num_rows, skip, ids.size, ids.dtype.str, row_bytes, parts, fresh)
+    kept = _plans.get(key)
+    if kept is not None and np.array_equal(kept[0], ids):
+        return kept[1]
+    plan = _new_plan(ids, num_rows, row_bytes, fresh, skip, parts)
+    with _plans_lock:
+        _plans.pop(key, None)
+        while len(_plans) >= _PLANS_KEPT:
+            del _plans[next(iter(_plans))]                  # the oldest
+        _plans[key] = (ids.copy(), plan)
+    return plan
+
 # %% ../../nbs/11b_row_kernels.ipynb #add-rows-api
 _FEW_ROWS = 32              # up to this many rows, np.add.at (~1.6 µs a row) beats any plan (~80 µs)
 
-def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False) -> np.ndarray:
+def _check_skip(skip, num_rows: int):
+    if skip is None:
+        return None
+    if isinstance(skip, (bool, np.bool_)) or not isinstance(skip, (int, np.integer)):
+        raise TypeError(f"skip must be a row id (an integer) or None, got {skip!r}")
+    if not 0 <= skip < num_rows:
+        raise ValueError(f"skip {skip} is outside [0, {num_rows})")
+    return int(skip)
+
+def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False,
+                skip: Optional[int] = None) -> np.ndarray:
     """`out[ids[j]] += rows[j]` for every j, duplicates included, in place; returns `out`.
 
     out: (num_rows, dim); ids: (n,) in `[0, num_rows)`; rows: (n, dim). Each id's rows are added in
     the order they occurred, as a plain loop would. `fresh=True` says `out` holds garbage (say
     `np.empty`): the result is then the scatter-add into zeros, exactly as PyTorch computes it.
+    `skip`: an id whose rows are left out (the padding id): its row gets nothing (a fresh one: zeros).
     Large inputs are split by row range, one range per thread: no two threads write the same row."""
     ids = as_token_ids(ids, out.shape[0]).reshape(-1)
     rows = np.asarray(rows)
@@ -298,28 +368,26 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
         raise ValueError(f"add_rows_at: {ids.size} ids need rows of shape {ids.shape + out.shape[1:]}, got {rows.shape}")
     if rows.dtype != out.dtype:
         raise TypeError(f"add_rows_at: rows have dtype {rows.dtype}, the table {out.dtype}")
-    n, num_rows = ids.size, out.shape[0]
-    if n == 0:
-        if fresh:
-            out.fill(0)
-        return out
+    n, num_rows, skip = ids.size, out.shape[0], _check_skip(skip, out.shape[0])
     if n <= _FEW_ROWS:      # sorting and planning would cost more than adding the rows one by one
         if fresh:
             out.fill(0)
+        if skip is not None:
+            keep = ids != skip
+            ids, rows = ids[keep], rows[keep]
         np.add.at(out, ids, rows)                  # unbuffered, in index order: a plain loop
         return out
-    runs = id_runs(ids, num_rows)
-    parts = parts_for(n, rows.nbytes)
-    if fresh and 4 * len(runs.starts) >= num_rows:      # most rows are touched: fill the table in row order
-        num_parts = max(parts, -(-rows.nbytes // _FILL_CHUNK_BYTES))
-        plan = _fill_plan(ids, runs, num_rows, _head_start_cuts(num_rows, rows.shape[1] * rows.itemsize, num_parts))
-        run_parallel(_fill_part, [(out, rows, plan, p) for p in range(len(plan.bounds) // _LEVELS)], parts)
-        return out
-    plan = _scatter_plan(ids, runs)
-    cuts = np.concatenate(([0], ids[plan.order[np.arange(1, parts) * n // parts]], [num_rows]))   # equal shares of the ids
-    run_parallel(_scatter_rows, [(out, rows, plan, cuts[t], cuts[t + 1], fresh) for t in range(parts)], parts)
+    plan = _plan_for(ids, num_rows, rows.shape[1] * rows.itemsize, fresh, skip)
+    if plan is None:                               # every id was `skip`
+        if fresh:
+            out.fill(0)
+    elif plan.fill:
+        run_parallel(_fill_part, [(out, rows, plan.steps, p) for p in range(len(plan.steps.bounds) // _LEVELS)], plan.parts)
+    else:
+        steps, cuts = plan.steps
+        run_parallel(_scatter_rows, [(out, rows, steps, cuts[t], cuts[t + 1], fresh) for t in range(plan.parts)], plan.parts)
     return out
 
-def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int) -> np.ndarray:
-    "Dense `(num_rows, dim)` array whose row `i` is the sum of the `rows` whose id is `i`."
-    return add_rows_at(np.empty((num_rows,) + rows.shape[1:], dtype=rows.dtype), ids, rows, fresh=True)
+def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int, skip: Optional[int] = None) -> np.ndarray:
+    "Dense `(num_rows, dim)` array whose row `i` is the sum of the `rows` whose id is `i` (`i != skip`)."
+    return add_rows_at(np.empty((num_rows,) + rows.shape[1:], dtype=rows.dtype), ids, rows, fresh=True, skip=skip)

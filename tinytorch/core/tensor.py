@@ -108,37 +108,57 @@ class Tensor:
         "Forget the accumulated gradient."
         self.grad = None
 
-# %% ../../nbs/01_tensor.ipynb #sparse
-def _sum_rows_simple(ids: np.ndarray, rows: np.ndarray):
-    "Distinct sorted `ids` and the sum of `rows` at each: the plain definition, with `np.add.at`."
+# %% ../../nbs/01_tensor.ipynb #sparse-simple
+def _leave_out(ids: np.ndarray, rows: np.ndarray, skip) -> tuple:
+    "`ids` and `rows` without the positions whose id is `skip` (both unchanged when `skip` is None)."
+    if skip is None:
+        return ids, rows
+    keep = ids != skip
+    return ids[keep], rows[keep]
+
+def _sum_rows_simple(ids: np.ndarray, rows: np.ndarray, skip=None):
+    "Distinct sorted `ids` (`skip` left out) and the sum of `rows` at each: the plain definition, with `np.add.at`."
+    ids, rows = _leave_out(ids, rows, skip)
     unique, inverse = np.unique(ids, return_inverse=True)
     summed = np.zeros((len(unique),) + rows.shape[1:], rows.dtype)
     np.add.at(summed, inverse.reshape(-1), rows)
     return unique, summed
 
-def _add_rows_simple(dense: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False) -> np.ndarray:
-    """`dense[ids[j]] += rows[j]` for every j, duplicates included: the plain definition, with `np.add.at`.
-    `fresh=True`: `dense` is uninitialised memory, to be zeroed first."""
+def _add_rows_simple(dense: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False, skip=None) -> np.ndarray:
+    """`dense[ids[j]] += rows[j]` for every j with `ids[j] != skip`, duplicates included: the plain definition,
+    with `np.add.at`. `fresh=True`: `dense` is uninitialised memory, to be zeroed first."""
     if fresh:
         dense.fill(0)
-    np.add.at(dense, ids, rows)
+    np.add.at(dense, *_leave_out(ids, rows, skip))
     return dense
 
+def _check_skip(skip, num_rows: int):
+    "`skip` as a Python int, a row id in [0, num_rows), or None; anything else raises, naming the value."
+    if skip is None:
+        return None
+    if isinstance(skip, (bool, np.bool_)) or not isinstance(skip, (int, np.integer)):
+        raise TypeError(f"skip must be a row id (an integer) or None, got {skip!r}")
+    if not 0 <= skip < num_rows:
+        raise ValueError(f"skip {skip} is outside [0, {num_rows})")
+    return int(skip)
+
+# %% ../../nbs/01_tensor.ipynb #sparse
 class RowSparseGrad:
-    """The gradient of a tensor of `shape` that is zero outside some rows: row `ids[j]` gets `rows[j]`.
+    """The gradient of a tensor of `shape` that is zero outside some rows: row `ids[j]` gets `rows[j]`,
+    except where `ids[j] == skip` (a padding id: those positions add nothing, and are never copied out).
 
     Ids may repeat; `indices`/`values` are the coalesced form (distinct sorted ids, summed rows),
     computed once by `sum_rows` and cached. `a + b` concatenates. `keep_sparse=False` asks a leaf
     to store the gradient densely; `add_rows` then writes the raw pairs into it directly."""
 
-    def __init__(self, shape, ids, rows, keep_sparse: bool = True, sum_rows=None, add_rows=None):
+    def __init__(self, shape, ids, rows, keep_sparse: bool = True, sum_rows=None, add_rows=None, skip=None):
         self.shape = tuple(shape)
         ids, rows = np.asarray(ids).reshape(-1), np.asarray(rows)
         if ids.dtype.kind not in 'iu':
             raise TypeError(f"row ids must be integers, got dtype {ids.dtype}")
         if rows.shape != (ids.size,) + self.shape[1:]:
             raise ValueError(f"{ids.size} ids need rows of shape {(ids.size,) + self.shape[1:]}, got {rows.shape}")
-        self._parts = [(ids, rows)]
+        self._parts = [(ids, rows, _check_skip(skip, self.shape[0]))]
         self.keep_sparse = bool(keep_sparse)
         self._sum_rows = sum_rows or _sum_rows_simple
         self._add_rows = add_rows or _add_rows_simple
@@ -150,15 +170,18 @@ class RowSparseGrad:
     def coalesce(self):
         "`(indices, values)`: distinct sorted row ids and the summed row of each (computed once)."
         if self._coalesced is None:
-            self._coalesced = self._sum_rows(*self._raw())
-            self._parts = [self._coalesced]           # drop the raw contributions
+            self._coalesced = self._run(self._sum_rows)
+            self._parts = [(*self._coalesced, None)]     # drop the raw contributions
         return self._coalesced
 
-    def _raw(self):
-        "All `(ids, rows)` contributions as two arrays (the coalesced pair once it exists)."
-        if len(self._parts) == 1:
-            return self._parts[0]
-        return np.concatenate([i for i, _ in self._parts]), np.concatenate([r for _, r in self._parts])
+    def _run(self, kernel, *args, **kwargs):
+        "`kernel(*args, ids, rows, **kwargs)` on all contributions, with `skip=` when there is one (`a + b` makes the parts agree)."
+        ids, rows, skip = self._parts[0]
+        if len(self._parts) > 1:
+            ids, rows = np.concatenate([p[0] for p in self._parts]), np.concatenate([p[1] for p in self._parts])
+        if skip is not None:
+            kwargs['skip'] = skip
+        return kernel(*args, ids, rows, **kwargs)
 
     indices = property(lambda self: self.coalesce()[0])
     values = property(lambda self: self.coalesce()[1])
@@ -171,7 +194,7 @@ class RowSparseGrad:
             indices, values = self._coalesced
             dense[indices] += values       # indices are distinct, so this is exact
             return dense
-        return self._add_rows(dense, *self._raw())
+        return self._run(self._add_rows, dense)
 
     def to_dense(self) -> np.ndarray:
         "The gradient as a dense array (zeros outside the touched rows)."
@@ -180,23 +203,31 @@ class RowSparseGrad:
             out = np.zeros(self.shape, self.dtype)   # np.zeros maps zero pages lazily: untouched rows cost nothing yet
             out[indices] = values
             return out
-        return self._add_rows(np.empty(self.shape, self.dtype), *self._raw(), fresh=True)
+        return self._run(self._add_rows, np.empty(self.shape, self.dtype), fresh=True)
 
-    def __add__(self, other):
-        if not isinstance(other, RowSparseGrad):
-            return NotImplemented
-        if other.shape != self.shape:
-            raise ValueError(f"cannot add row-sparse gradients of shapes {self.shape} and {other.shape}")
-        total = RowSparseGrad.__new__(RowSparseGrad)
-        total.shape, total._parts, total._coalesced = self.shape, self._parts + other._parts, None
-        total.keep_sparse, total._sum_rows = self.keep_sparse and other.keep_sparse, self._sum_rows
-        total._add_rows = self._add_rows
-        return total
+# %% ../../nbs/01_tensor.ipynb #sparse-add
+def _sum_row_sparse(self: RowSparseGrad, other) -> RowSparseGrad:
+    "`self + other`: both gradients' contributions, joined lazily; each part still leaves out its own `skip`."
+    if not isinstance(other, RowSparseGrad):
+        return NotImplemented
+    if other.shape != self.shape:
+        raise ValueError(f"cannot add row-sparse gradients of shapes {self.shape} and {other.shape}")
+    parts = self._parts + other._parts
+    if len({skip for _, _, skip in parts}) > 1:     # different padding ids: leave each part's out now
+        parts = [(*_leave_out(ids, rows, skip), None) for ids, rows, skip in parts]
+    total = RowSparseGrad.__new__(RowSparseGrad)
+    total.shape, total._parts, total._coalesced = self.shape, parts, None
+    total.keep_sparse, total._sum_rows = self.keep_sparse and other.keep_sparse, self._sum_rows
+    total._add_rows = self._add_rows
+    return total
 
-    def __repr__(self):
-        n = sum(len(i) for i, _ in self._parts)
-        state = f"{len(self._coalesced[0])} distinct rows" if self._coalesced is not None else f"{n} row contributions"
-        return f"RowSparseGrad(shape={self.shape}, {state}, dtype={self.dtype})"
+def _row_sparse_repr(self: RowSparseGrad) -> str:
+    n = sum(len(p[0]) for p in self._parts)
+    state = f"{len(self._coalesced[0])} distinct rows" if self._coalesced is not None else f"{n} row contributions"
+    skip = self._parts[0][2]
+    return f"RowSparseGrad(shape={self.shape}, {state}{'' if skip is None else f', skip={skip}'}, dtype={self.dtype})"
+
+RowSparseGrad.__add__, RowSparseGrad.__repr__ = _sum_row_sparse, _row_sparse_repr
 
 # %% ../../nbs/01_tensor.ipynb #backward
 def _topological_order(root: Tensor) -> list:
