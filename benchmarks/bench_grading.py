@@ -19,7 +19,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from course_scenarios import build  # noqa: E402
 from tinytorch.course.assignments import release, run_nbgrader, write_course  # noqa: E402
-from tinytorch.course.grading import grade, isolation_level  # noqa: E402
+from tinytorch.course.grading import grade  # noqa: E402
+from tinytorch.course.sandbox import isolation_level  # noqa: E402
 
 
 def make_submissions(folder: Path, n: int) -> list:

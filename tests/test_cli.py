@@ -230,7 +230,7 @@ def test_usage_errors_keep_their_builtin_bases():
     "Code that caught the built-in exceptions before keeps working."
     from tinytorch.cli import DemoInputError
     from tinytorch.course.assignments import MarkerError
-    from tinytorch.course.grading import SandboxUnavailable
+    from tinytorch.course.sandbox import SandboxUnavailable
     from tinytorch.course.manual_grading import CourseNotGraded
     for cls, builtin in ((DemoInputError, ValueError), (MarkerError, ValueError),
                          (SandboxUnavailable, RuntimeError), (CourseNotGraded, FileNotFoundError)):

@@ -15,7 +15,7 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-from tinytorch.course.grading import CSV_FIELDS  # noqa: E402
+from tinytorch.course.grade_table import CSV_FIELDS  # noqa: E402
 from tinytorch.course.shards import shard_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

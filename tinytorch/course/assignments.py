@@ -381,7 +381,7 @@ The other notebooks in `nbs/` are given complete: the earlier modules (tensor, n
 and the library code this module builds on (its lettered notebooks, e.g. `11b_row_kernels`).
 '''
 
-WORKSPACE_TOOLING = ('89_errors', '89_notebooks', '90_nbtests', '91_assignments', '92_cli')
+WORKSPACE_TOOLING = ('89_errors', '89a_notebooks', '90_nbtests', '91_assignments', '92_cli')
 
 def _strip_hidden_tests(nb: dict) -> dict:
     "A copy of `nb` whose cells have no hidden-test blocks."

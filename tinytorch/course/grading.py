@@ -5,35 +5,38 @@
 # %% ../../nbs/93_grading.ipynb #imports
 from __future__ import annotations
 
-import csv
-import functools
-import json
+import html
 import os
+import queue
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from tinytorch.course.assignments import (
-    find_notebook, run_nbgrader, tool_env, write_course,
+from .assignments import find_leaks, find_notebook, secret_lines
+from .errors import BadInput, MissingInput
+from tinytorch.course.grade_table import (
+    UNSANDBOXED, Part, StudentResult, part_status, write_grades_csv, write_grading_log,
 )
-from .errors import BadInput, MissingInput, NotReady
+from tinytorch.course.gradebook import (
+    GradebookGuard, autograde_command, autograded_path, create_gradebooks, merge_into_gradebook, read_copy_grades,
+    write_submission_course,
+)
 from tinytorch.course.notebooks import (
-    NotebookError, cell_source, default_exp, is_exported, read_nb, strip_hidden_tests, write_nb,
+    NotebookError, cell_source, default_exp, is_exported, read_nb, strip_hidden_tests,
 )
 from .recheck import RecheckFailed, RecheckResult, new_token, read_results, recheck_command
+from tinytorch.course.sandbox import (
+    Sandbox, grading_uid, isolation_level, run_isolated, uid_layer_available, was_killed,
+)
+from .shards import parse_shard, select_shard
 
 # %% auto #0
-__all__ = ['CSV_FIELDS', 'repair_submission', 'SandboxUnavailable', 'Sandbox', 'sandbox_problem', 'uid_layer', 'isolation_level',
-           'run_isolated', 'exported_source', 'recheck_submission', 'sanitize_for_feedback', 'Part', 'StudentResult',
-           'GradingSetup', 'empty_parts', 'grade_one', 'write_feedback', 'render_feedback', 'find_submissions',
-           'prepare', 'merge_into_gradebook', 'part_status', 'import_score', 'write_grades_csv', 'write_grading_log',
-           'grade']
+__all__ = ['repair_submission', 'exported_source', 'recheck_submission', 'sanitize_for_feedback', 'GradingSetup', 'empty_parts',
+           'grade_one', 'write_feedback', 'render_feedback', 'find_submissions', 'prepare', 'grade']
 
 # %% ../../nbs/93_grading.ipynb #check
 def _graded_ids(nb: dict) -> dict:
@@ -84,143 +87,6 @@ def repair_submission(sub: dict, source: dict) -> tuple:
         flags.append(f"graded cells missing from the submission (nbgrader re-adds them): {missing}")
     return sub, flags
 
-# %% ../../nbs/93_grading.ipynb #isolate
-_FIRST_UID = 200_000   # unprivileged ids with no account: one per parallel grading slot
-_SYSTEM_DIRS = ('/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32')
-_NO_SANDBOX = 'graded WITHOUT a sandbox (--no-sandbox): student code ran with your rights'
-
-class SandboxUnavailable(NotReady):
-    "No bubblewrap sandbox can be made on this machine."
-
-def _bwrap() -> str | None:
-    "The bubblewrap executable: `$TINYTORCH_BWRAP` (a name or a path) or `bwrap` on PATH."
-    return shutil.which(os.environ.get('TINYTORCH_BWRAP') or 'bwrap')
-
-def _under(path: str, folders) -> bool:
-    return any(path == f or path.startswith(f.rstrip('/') + '/') for f in folders)
-
-@functools.cache
-def _python_folders() -> tuple:
-    "Folders a fresh run of this Python reads: its installation, its venv, its sys.path, the tinytorch package."
-    import tinytorch
-    run = subprocess.run([sys.executable, '-c', 'import json, sys; print(json.dumps(sys.path))'],
-                         cwd='/', env=tool_env(), capture_output=True, text=True, check=True)
-    found = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
-             str(Path(tinytorch.__file__).parent), *json.loads(run.stdout)}
-    folders = []
-    for p in sorted(os.path.abspath(p) for p in found if p and os.path.isdir(p)):
-        if p not in ('/', '/tmp') and not _under(p, folders) and not _under(p, _SYSTEM_DIRS):
-            folders.append(p)
-    return tuple(folders)
-
-# %% ../../nbs/93_grading.ipynb #sandbox
-@dataclass(frozen=True)
-class Sandbox:
-    """A bubblewrap sandbox for one grading run: the system folders and this Python read-only, a private
-    `/tmp`, no network, its own PID namespace; its work folder is the only place it can write."""
-    hidden: tuple = ()            # folders or files never to show, even when they lie in a visible folder
-    package: Path | None = None   # mounted read-only over the installed tinytorch package
-
-    def command(self, workdir: Path, uid: int | None = None) -> list:
-        "The bwrap command line (ending in `--`) that runs a program in `workdir`, as `uid` when given (root only)."
-        args = [_bwrap(), '--die-with-parent', '--new-session', '--unshare-pid', '--unshare-net', '--unshare-ipc',
-                '--unshare-uts', '--cap-drop', 'ALL']
-        if uid is not None:   # just what setpriv needs to become `uid`; it then holds no capability at all
-            args += ['--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID', '--cap-add', 'CAP_DAC_OVERRIDE']
-        for d in _SYSTEM_DIRS:
-            if os.path.islink(d):
-                args += ['--symlink', os.readlink(d), d]
-            elif os.path.isdir(d):
-                args += ['--ro-bind', d, d]
-        args += ['--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp']
-        made = {'/', '/tmp', *_SYSTEM_DIRS}
-        visible = _python_folders()
-        for folder in (*visible, str(workdir)):
-            for parent in reversed(Path(folder).parents):   # bwrap would make missing parents mode 700
-                if str(parent) not in made:
-                    made.add(str(parent)); args += ['--perms', '0755', '--dir', str(parent)]
-            made.add(folder)
-            args += ['--bind' if folder == str(workdir) else '--ro-bind', folder, folder]
-        if self.package is not None:
-            import tinytorch
-            args += ['--ro-bind', str(self.package), str(Path(tinytorch.__file__).parent)]
-        for path in map(os.path.abspath, self.hidden):
-            if os.path.exists(path) and _under(path, (*visible, *_SYSTEM_DIRS)):
-                args += ['--tmpfs', path] if os.path.isdir(path) else ['--ro-bind', '/dev/null', path]
-        args += ['--chdir', str(workdir), '--']
-        if uid is not None:
-            args += ['setpriv', f'--reuid={uid}', f'--regid={uid}', '--clear-groups', '--no-new-privs']
-        return args
-
-# %% ../../nbs/93_grading.ipynb #sandbox-probe
-@functools.cache
-def sandbox_problem() -> str | None:
-    "None when a bubblewrap sandbox starts here (tried once, for real); else one line: what is missing, how to fix it."
-    how = "or pass --no-sandbox to grade without one"
-    if _bwrap() is None:
-        return ("no sandbox: bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install "
-                f"bubblewrap, Fedora: dnf install bubblewrap, Arch: pacman -S bubblewrap) {how}")
-    with tempfile.TemporaryDirectory() as tmp:
-        run = subprocess.run(Sandbox().command(Path(tmp)) + ['true'], capture_output=True, text=True, timeout=60)
-    if run.returncode != 0:
-        why = (run.stderr.strip().splitlines() or [f'exit {run.returncode}'])[-1]
-        return (f"no sandbox: bubblewrap ({_bwrap()}) cannot start one ({why}); unprivileged user namespaces are "
-                f"probably disabled (sysctl kernel.unprivileged_userns_clone=1 or user.max_user_namespaces > 0) {how}")
-    return None
-
-# Cheap on purpose: importing nbgrader costs seconds of CPU (20 s on a busy machine), finding it does not.
-_CAN_RUN_GRADER = "import importlib.util as u, sys, numpy; sys.exit(not u.find_spec('nbgrader'))"
-
-@functools.cache
-def uid_layer() -> bool:
-    "As root: can an unprivileged uid run this Python in the sandbox? (Its files must be readable by others.)"
-    if os.geteuid() != 0 or not shutil.which('setpriv') or sandbox_problem():
-        return False
-    with tempfile.TemporaryDirectory() as tmp:
-        os.chown(tmp, _FIRST_UID, _FIRST_UID)
-        run = subprocess.run(Sandbox().command(Path(tmp), _FIRST_UID) + [sys.executable, '-c', _CAN_RUN_GRADER],
-                             capture_output=True, timeout=600)   # a hang raises; it never downgrades
-    return run.returncode == 0
-
-def isolation_level(sandbox: bool = True) -> str:
-    "'sandbox+uid' (as root: also an unprivileged uid), 'sandbox', or 'none'; raises SandboxUnavailable when none can be had."
-    if not sandbox:
-        return 'none'
-    if sandbox_problem():
-        raise SandboxUnavailable(sandbox_problem())
-    return 'sandbox+uid' if uid_layer() else 'sandbox'
-
-# %% ../../nbs/93_grading.ipynb #run-isolated
-def _chown_tree(root: Path, uid: int, gid: int):
-    for path in [root, *root.rglob('*')]:
-        os.chown(path, uid, gid, follow_symlinks=False)
-
-def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None,
-                 sandbox: Sandbox | None, stdin: str | None = None) -> subprocess.CompletedProcess:
-    "Run `args` in `workdir` with a wall-clock limit, `stdin` as its input: in `sandbox` (as `uid` when given), or unsandboxed."
-    env = tool_env()
-    home = workdir / '.home'
-    home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), JUPYTER_RUNTIME_DIR=str(home / 'runtime'), IPYTHONDIR=str(home / 'ipython'),
-               MPLCONFIGDIR=str(home / 'mpl'), JUPYTER_CONFIG_DIR=str(home / 'config'), PYTHONDONTWRITEBYTECODE='1')
-    limit = ['timeout', '-s', 'KILL', str(int(wall_seconds))]
-    if sandbox is not None:
-        env['TMPDIR'] = '/tmp'   # the sandbox's own, private /tmp
-        prefix = sandbox.command(workdir, uid)
-    else:   # as root, still a PID namespace: a runaway kernel dies with the run
-        prefix = ['unshare', '--pid', '--fork', '--kill-child', '--mount-proc'] if (
-            os.geteuid() == 0 and shutil.which('unshare')) else []
-    if uid is not None:
-        _chown_tree(workdir, uid, uid)
-    try:
-        return subprocess.run(prefix + limit + list(map(str, args)), cwd=workdir, env=env, capture_output=True,
-                              text=True, input=stdin, timeout=wall_seconds + 30)
-    except subprocess.TimeoutExpired as e:
-        return subprocess.CompletedProcess(e.cmd, -9, e.stdout or '', (e.stderr or '') + '\nkilled by the outer limit')
-    finally:
-        if uid is not None:
-            _chown_tree(workdir, os.geteuid(), os.getegid())
-
 # %% ../../nbs/93_grading.ipynb #second
 def exported_source(nb: dict) -> str:
     "The concatenated `#| export` cells of a notebook, directives removed: the module nbdev would write."
@@ -229,9 +95,6 @@ def exported_source(nb: dict) -> str:
         if cell['cell_type'] == 'code' and is_exported(cell):
             parts.append('\n'.join(l for l in cell_source(cell).splitlines() if not l.startswith('#|')))
     return '# exported from a student submission by tinytorch grade\n\n' + '\n\n'.join(parts) + '\n'
-
-def _killed(returncode: int) -> bool:
-    return returncode in (-9, 124, 137)
 
 def recheck_submission(submission: dict, source_nb: Path, test_parts: list, workdir: Path, cell_timeout: int,
                        wall_seconds: float, uid: int | None, sandbox: Sandbox | None) -> RecheckResult:
@@ -244,7 +107,7 @@ def recheck_submission(submission: dict, source_nb: Path, test_parts: list, work
     try:
         return read_results(results, token, test_parts)
     except RecheckFailed as e:
-        if _killed(run.returncode):
+        if was_killed(run.returncode):
             raise RecheckFailed(f"the re-check exceeded the {wall_seconds:.0f} s wall-clock limit and was killed") from None
         if run.returncode == 0:
             raise
@@ -263,34 +126,7 @@ def sanitize_for_feedback(nb: dict) -> dict:
                 out['traceback'] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
     return nb
 
-# %% ../../nbs/93_grading.ipynb #one
-@dataclass
-class Part:
-    "One graded cell of the assignment, and what each grading gave it."
-    grade_id: str
-    kind: str                       # 'test': code graded by its test cell; 'answer': written, graded by hand
-    max_points: float
-    points: float = 0.0             # nbgrader's
-    needs_manual: bool = False
-    recheck: float | None = None    # the re-check's points; None: it gave none
-
-@dataclass
-class StudentResult:
-    student: str
-    parts: dict = field(default_factory=dict)      # grade_id -> Part, in the notebook's order
-    flags: list = field(default_factory=list)
-    failure: str | None = None
-    seconds: float = 0.0
-    autograded: Path | None = None
-    feedback: Path | None = None
-    workdir: Path | None = None
-    sandboxed: bool = True                         # False: graded with --no-sandbox
-
-    @property
-    def points(self) -> float: return sum(p.points or 0 for p in self.parts.values())
-    @property
-    def max_points(self) -> float: return sum(p.max_points for p in self.parts.values())
-
+# %% ../../nbs/93_grading.ipynb #setup
 @dataclass
 class GradingSetup:
     assignment: str            # e.g. 11_embeddings
@@ -302,34 +138,23 @@ class GradingSetup:
     wall_seconds: float = 300
     sandbox: Sandbox | None = None   # None: --no-sandbox
 
-def _read_grades(db: Path, assignment: str, student: str) -> dict:
-    from nbgrader.api import Gradebook, MissingEntry
-    with Gradebook(f"sqlite:///{db}", 'tinytorch') as gb:
-        if [s.id for s in gb.students] != [student]:
-            raise RuntimeError(f"the gradebook copy holds students {[s.id for s in gb.students]}, expected only {student!r}")
-        try:
-            sub = gb.find_submission(assignment, student)
-        except MissingEntry:
-            raise RuntimeError("nbgrader recorded no submission") from None
-        return {g.name: {'points': g.auto_score, 'max_points': g.max_score, 'needs_manual': bool(g.needs_manual_grade),
-                         'kind': 'answer' if g.cell_type == 'markdown' else 'test'}
-                for nb in sub.notebooks for g in nb.grades}
-
+# %% ../../nbs/93_grading.ipynb #parts
 def _expected_parts(source: dict) -> dict:
     return {c['metadata']['nbgrader']['grade_id']: c for c in source['cells']
             if (c.get('metadata', {}).get('nbgrader') or {}).get('grade')}
-
-def _unran_graded_cells(autograded: Path) -> list:
-    nb = read_nb(autograded)
-    return [c['metadata']['nbgrader']['grade_id'] for c in nb['cells']
-            if c['cell_type'] == 'code' and (c['metadata'].get('nbgrader') or {}).get('grade')
-            and c.get('execution_count') is None]
 
 def empty_parts(source: dict) -> dict:
     "grade_id -> `Part` at 0 points, for every graded part of `source`."
     return {gid: Part(gid, 'answer' if c['cell_type'] == 'markdown' else 'test',
                       float(c['metadata']['nbgrader']['points']), needs_manual=c['cell_type'] == 'markdown')
             for gid, c in _expected_parts(source).items()}
+
+# %% ../../nbs/93_grading.ipynb #checks
+def _unran_graded_cells(autograded: Path) -> list:
+    nb = read_nb(autograded)
+    return [c['metadata']['nbgrader']['grade_id'] for c in nb['cells']
+            if c['cell_type'] == 'code' and (c['metadata'].get('nbgrader') or {}).get('grade')
+            and c.get('execution_count') is None]
 
 def _read_submission(path: Path) -> dict:
     "The submission as a notebook dict; RuntimeError when it is not one."
@@ -351,13 +176,37 @@ def _apply_recheck(result: StudentResult, verdicts: RecheckResult):
     if disagree:
         result.flags.append(f"the re-check outside the student's kernel disagrees with nbgrader on {disagree}")
 
+# %% ../../nbs/93_grading.ipynb #autograde
+def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path, uid: int | None,
+               result: StudentResult) -> Path:
+    "Grade `submission` with nbgrader in a course copy in `folder`, isolated; record its points on `result`."
+    write_submission_course(setup.template, folder, setup.assignment, student, submission, setup.notebook.name)
+    run = run_isolated(autograde_command(folder, setup.assignment, student), folder, setup.wall_seconds, uid,
+                       setup.sandbox)
+    if was_killed(run.returncode):
+        raise RuntimeError(f"grading exceeded the {setup.wall_seconds:.0f} s wall-clock limit and was killed")
+    autograded = autograded_path(folder, setup.assignment, student, setup.notebook.name)
+    if run.returncode != 0 or not autograded.exists():
+        tail = [l for l in run.stderr.splitlines() if 'ERROR' in l][-2:] or run.stderr.strip().splitlines()[-1:]
+        raise RuntimeError(f"nbgrader autograde failed (exit {run.returncode}): {' | '.join(tail)[:300]}")
+    grades = read_copy_grades(folder / 'gradebook.db', setup.assignment, student)
+    if set(grades) != set(result.parts):
+        result.flags.append(f"nbgrader graded {sorted(grades)} instead of {sorted(result.parts)}")
+    for gid, g in grades.items():
+        if gid in result.parts:
+            result.parts[gid].points, result.parts[gid].needs_manual = g['points'] or 0.0, g['needs_manual']
+    unran = _unran_graded_cells(autograded)
+    if unran:
+        result.flags.append(f"graded cells that never ran: {unran}")
+    return autograded
+
+# %% ../../nbs/93_grading.ipynb #one
 def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, slot: int = 0) -> StudentResult:
     "Check, grade (twice) and post-check one student's submission in a private temporary copy."
     start, result = time.perf_counter(), StudentResult(student, sandboxed=setup.sandbox is not None)
     source = read_nb(setup.notebook)
-    expected = _expected_parts(source)
     result.parts = empty_parts(source)
-    uid = _FIRST_UID + slot if (setup.sandbox is not None and uid_layer()) else None
+    uid = grading_uid(slot) if (setup.sandbox is not None and uid_layer_available()) else None
     work = Path(tempfile.mkdtemp(prefix=f'{student}-', dir=setup.work_root))   # mode 700
     if uid is not None:
         os.chown(work, uid, uid)
@@ -367,29 +216,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
         submission, result.flags = repair_submission(_read_submission(submission_path), source)
         nbgrader_dir, recheck_dir = work / 'nbgrader', work / 'recheck'
         nbgrader_dir.mkdir(); recheck_dir.mkdir()
-        shutil.copy(setup.template / 'nbgrader_config.py', nbgrader_dir)
-        shutil.copy(setup.template / 'gradebook.db', nbgrader_dir)
-        target = nbgrader_dir / 'submitted' / student / setup.assignment / setup.notebook.name
-        target.parent.mkdir(parents=True)
-        write_nb(submission, target)
-        run = run_isolated([sys.executable, '-m', 'nbgrader', 'autograde', setup.assignment, '--student', student,
-                            f'--CourseDirectory.root={nbgrader_dir}'], nbgrader_dir, setup.wall_seconds, uid, setup.sandbox)
-        if _killed(run.returncode):
-            raise RuntimeError(f"grading exceeded the {setup.wall_seconds:.0f} s wall-clock limit and was killed")
-        autograded = nbgrader_dir / 'autograded' / student / setup.assignment / setup.notebook.name
-        if run.returncode != 0 or not autograded.exists():
-            tail = [l for l in run.stderr.splitlines() if 'ERROR' in l][-2:] or run.stderr.strip().splitlines()[-1:]
-            raise RuntimeError(f"nbgrader autograde failed (exit {run.returncode}): {' | '.join(tail)[:300]}")
-        grades = _read_grades(nbgrader_dir / 'gradebook.db', setup.assignment, student)
-        if set(grades) != set(expected):
-            result.flags.append(f"nbgrader graded {sorted(grades)} instead of {sorted(expected)}")
-        for gid, g in grades.items():
-            if gid in result.parts:
-                result.parts[gid].points, result.parts[gid].needs_manual = g['points'] or 0.0, g['needs_manual']
-        unran = _unran_graded_cells(autograded)
-        if unran:
-            result.flags.append(f"graded cells that never ran: {unran}")
-        result.autograded = autograded
+        result.autograded = _autograde(setup, student, submission, nbgrader_dir, uid, result)
         tests = [p.grade_id for p in result.parts.values() if p.kind == 'test']
         try:
             verdicts = recheck_submission(submission, setup.notebook, tests, recheck_dir, setup.cell_timeout,
@@ -408,6 +235,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
         result.seconds = time.perf_counter() - start
         result.workdir = work
 
+# %% ../../nbs/93_grading.ipynb #feedback-page
 def write_feedback(result: StudentResult, assignment: str, dest: Path) -> Path:
     "Feedback HTML for one student: a score table, then their autograded notebook without hidden tests."
     nb = read_nb(result.autograded)
@@ -433,7 +261,7 @@ def render_feedback(nb: dict, header: str, dest: Path) -> Path:
     dest.write_text(body, encoding='utf-8')
     return dest
 
-# %% ../../nbs/93_grading.ipynb #batch
+# %% ../../nbs/93_grading.ipynb #find
 _STUDENT_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$')
 
 def find_submissions(submissions_dir, notebook_name: str) -> list:
@@ -454,23 +282,14 @@ def _grading_package(module: str, dest: Path) -> Path:
     (dest / Path(*module.split('.')).with_suffix('.py')).write_text('"The graded module: not available while grading."\n')
     return dest
 
+# %% ../../nbs/93_grading.ipynb #prepare
 def prepare(module, nbs_dir, course_dir, cell_timeout: int = 30, wall_seconds: float = 300,
             sandbox: bool = True, hide=()) -> GradingSetup:
     """Master course (source + gradebook) in `course_dir`, a template gradebook with no students, and the
     sandbox every run gets (it never shows `nbs_dir`, `course_dir` or the folders in `hide`)."""
     source = find_notebook(module, nbs_dir)
     course_dir = Path(course_dir)
-    write_course(course_dir, [source], cell_timeout)
-    template = course_dir / '.template'
-    if template.exists():
-        shutil.rmtree(template)
-    write_course(template, [source], cell_timeout)
-    with ThreadPoolExecutor(2) as pool:       # the master's gradebook and a student-free template
-        runs = list(pool.map(lambda folder: run_nbgrader(folder, 'generate_assignment', source.stem, '--force'),
-                             (course_dir, template)))
-    for folder, run in zip((course_dir, template), runs):
-        if run.returncode != 0:
-            raise RuntimeError(f"nbgrader generate_assignment failed in {folder}:\n{run.stderr[-2000:]}")
+    template = create_gradebooks(source, course_dir, cell_timeout)
     # In /tmp, which every user can traverse (a course folder under a private home could not be):
     # graders may enter their own folder (mode 700, their own uid) but not list the others.
     work_root = Path(tempfile.mkdtemp(prefix='tinytorch-grading-'))
@@ -483,110 +302,23 @@ def prepare(module, nbs_dir, course_dir, cell_timeout: int = 30, wall_seconds: f
         box = Sandbox(tuple(sorted(hidden)), _grading_package(module_name, work_root / 'package' / 'tinytorch'))
     return GradingSetup(source.stem, frozen, module_name, template, work_root, cell_timeout, wall_seconds, box)
 
-def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResult):
-    "Record `result` in the master gradebook (replacing an earlier submission of the same student)."
-    import warnings
-    from nbgrader.api import Gradebook, MissingEntry
-    with warnings.catch_warnings(), Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}?timeout=60", 'tinytorch') as gb:
-        warnings.simplefilter('ignore')   # SQLAlchemy's autoflush notices when a submission is replaced
-        gb.update_or_create_student(result.student)
-        try:
-            gb.remove_submission(assignment, result.student)
-        except MissingEntry:
-            pass
-        sub = gb.add_submission(assignment, result.student)
-        for nb in sub.notebooks:
-            for g in nb.grades:
-                part = result.parts.get(g.name)
-                if part is None:
-                    continue
-                g.auto_score = None if (part.kind == 'answer' and not result.failure) else part.points
-                g.needs_manual_grade = part.kind == 'answer' and not result.failure
-        gb.db.commit()
-
-def _sentence(text: str, limit: int = 120) -> str:
-    "The first clause of `text` (up to '; ' or a line break), at most `limit` characters."
-    first = text.split('\n')[0].split('; ')[0].strip()
-    return first if len(first) <= limit else first[:limit - 1].rsplit(' ', 1)[0] + ' …'
-
-def part_status(result: StudentResult, part: Part) -> tuple:
-    """(status, reason) of one part: failed, needs manual grading, flagged or graded. The reason is one short
-    sentence (the whole story is in the grading log); it also says when the part was graded without a sandbox."""
-    if result.failure:
-        status, reason = 'failed', _sentence(result.failure)
-    elif part.kind == 'answer':
-        status, reason = 'needs manual grading', 'written answer'
-    elif result.flags:
-        more = len(result.flags) - 1
-        status, reason = 'flagged', _sentence(result.flags[0]) + (f" (and {more} more in the grading log)" if more else '')
-    else:
-        status, reason = 'graded', ''
-    if not result.sandboxed:
-        reason = '; '.join(filter(None, [reason, _NO_SANDBOX]))
-    return status, reason
-
-def import_score(status: str, points: float | None, recheck: float | None) -> float | None:
-    """The points to import into a gradebook: nbgrader's for a `graded` part; for a `flagged` one the lower of
-    nbgrader's and the re-check's (0 when the re-check gave none) until an instructor decides; None (nothing to
-    import yet) for `needs manual grading` and `failed`."""
-    if status == 'graded':
-        return points
-    if status == 'flagged':
-        return min(points, 0.0 if recheck is None else recheck)
-    return None
-
-def _number(value: float | None) -> str:
-    return '' if value is None else f"{value:g}"
-
-# New columns go last: readers of the earlier columns by position keep working.
-CSV_FIELDS = ['student', 'part', 'kind', 'points', 'max_points', 'second_channel_points', 'status', 'reason',
-              'assignment', 'score']
-
-def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
-    "One row per student and part, students in the order of `results`, parts in the notebook's order."
-    with open(path, 'w', newline='', encoding='utf-8') as f:
-        w = csv.DictWriter(f, CSV_FIELDS)
-        w.writeheader()
-        for r in results:
-            for gid, p in r.parts.items():
-                status, reason = part_status(r, p)
-                points = None if status == 'needs manual grading' else p.points
-                w.writerow({'student': r.student, 'part': gid, 'kind': p.kind, 'points': _number(points),
-                            'max_points': _number(p.max_points), 'second_channel_points': _number(p.recheck),
-                            'status': status, 'reason': reason, 'assignment': assignment,
-                            'score': _number(import_score(status, points, p.recheck))})
-    return path
-
-def write_grading_log(results: list, path: Path, assignment: str) -> Path:
-    "Every failure and flag in full, per student: what the grades CSV's one-sentence reasons stand for."
-    lines = [f"tinytorch grade: {assignment}, {len(results)} submission(s)", '']
-    for r in results:
-        if r.failure or r.flags:
-            lines.append(f"{r.student}: {'failed' if r.failure else 'flagged'}")
-            lines += [f"  - {text}" for text in ([r.failure] if r.failure else r.flags)]
-    if len(lines) == 2:
-        lines.append('every submission was graded cleanly')
-    path.write_text('\n'.join(lines) + '\n', encoding='utf-8')
-    return path
-
+# %% ../../nbs/93_grading.ipynb #collect
 def _collect(setup: GradingSetup, course_dir: Path, result: StudentResult, hidden: set):
     "Copy the autograded notebook into the master course, write feedback free of `hidden` lines, drop the work folder."
-    from tinytorch.course.assignments import find_leaks
-    import html as _html
     if result.autograded is not None and result.autograded.exists():
         dest = course_dir / 'autograded' / result.student / setup.assignment / result.autograded.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(result.autograded, dest)
         os.chmod(dest, 0o644)
         result.autograded = dest
-        html = write_feedback(result, setup.assignment, course_dir / 'feedback' / result.student /
+        page = write_feedback(result, setup.assignment, course_dir / 'feedback' / result.student /
                               setup.assignment / f"{setup.notebook.stem}.html")
-        leaks = find_leaks(hidden, _html.unescape(html.read_text(encoding='utf-8')))
+        leaks = find_leaks(hidden, html.unescape(page.read_text(encoding='utf-8')))
         if leaks:
-            html.unlink()
+            page.unlink()
             result.flags.append('feedback withheld: it contained hidden-test lines')
         else:
-            result.feedback = html
+            result.feedback = page
     else:
         result.autograded = None
     if result.workdir is not None:
@@ -608,33 +340,59 @@ def _snapshot_submissions(subs: list, folder: Path) -> list:
         out.append((student, dest))
     return out
 
-class _GradebookGuard:
-    "Detects a master gradebook changed by anything but our merge, and restores the last good copy."
-    def __init__(self, db: Path):
-        self.db, self.backup = db, db.with_name('.gradebook.last-good.db')
-        self.accept()
+# %% ../../nbs/93_grading.ipynb #grade-all
+def _isolation_text(level: str) -> str:
+    "How each submission is isolated at isolation level `level`, for the run's log."
+    box = ("a bubblewrap sandbox per submission (read-only system, only its work folder writable, "
+           "private /tmp, no network, own PID namespace)")
+    return {'sandbox+uid': f"{box}, as an unprivileged user id",
+            'sandbox': f"{box}, as you" + (" (root without capabilities: this Python's files aren't readable "
+                                           "by other users, see the guide)" if os.geteuid() == 0 else ''),
+            'none': f"NONE: {UNSANDBOXED}; every row of the grades CSV says so"}[level]
 
-    def _digest(self):
-        import hashlib
-        return hashlib.sha256(self.db.read_bytes()).hexdigest() if self.db.exists() else None
+def _result_line(r: StudentResult) -> str:
+    "One student's line in the run's log."
+    status = 'FAILED' if r.failure else ('FLAGGED' if r.flags else 'ok')
+    return (f"  {r.student:<20} {r.points:6g}/{r.max_points:<6g} {status:<8} {r.seconds:5.1f} s"
+            + (f"  {r.failure or '; '.join(r.flags)}" if (r.failure or r.flags) else ''))
 
-    def accept(self):
-        shutil.copy(self.db, self.backup)
-        os.chmod(self.backup, 0o600)
-        self.digest = self._digest()
+def _grade_all(setup: GradingSetup, subs: list, course_dir: Path, jobs: int, log) -> list:
+    "Grade `subs` in `jobs` parallel slots; publish each result and merge it into the master gradebook, in order."
+    slots = queue.Queue()
+    for k in range(jobs):
+        slots.put(k)
 
-    def check(self, result: StudentResult):
-        "Restore the master gradebook if it changed while `result` (or a parallel job) was graded."
-        if self._digest() != self.digest:
-            shutil.copy(self.backup, self.db)
-            result.flags.append('the master gradebook changed while this submission was graded '
-                                '(or one graded in parallel); restored from the last good copy')
+    def work(item):
+        student, path = item
+        if not _STUDENT_ID.match(student):
+            source = read_nb(setup.notebook)
+            return StudentResult(student, empty_parts(source), failure=f"folder name {student!r} is not a "
+                                 "valid student id", sandboxed=setup.sandbox is not None)
+        slot = slots.get()
+        try:
+            return grade_one(setup, student, path, slot)
+        finally:
+            slots.put(slot)
 
+    results = []
+    hidden = secret_lines(setup.notebook, solutions=False)     # what feedback must never show
+    guard = GradebookGuard(course_dir / 'gradebook.db')
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for r in pool.map(work, subs):
+            _collect(setup, course_dir, r, hidden)
+            guard.check(r)
+            if _STUDENT_ID.match(r.student):
+                merge_into_gradebook(course_dir, setup.assignment, r)
+            guard.accept()
+            log(_result_line(r))
+            results.append(r)
+    return results
+
+# %% ../../nbs/93_grading.ipynb #batch
 def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1, cell_timeout: int = 30,
           wall_seconds: float = 300, sandbox: bool = True, log=print, shard=None) -> tuple:
     """Grade every submission (with `shard='K/N'`, only shard K of N's); returns (results, path of the grades
     CSV). Raises `SandboxUnavailable`, before anything is written, when no sandbox can be had and `sandbox` is True."""
-    from tinytorch.course.shards import parse_shard, select_shard
     shard = parse_shard(shard) if shard is not None else None     # a bad value fails before any work
     submissions_dir = Path(submissions_dir)
     if not submissions_dir.is_dir():
@@ -651,45 +409,9 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
             log(f"shard {shard[0]}/{shard[1]}: {len(mine)} of the {len(found)} submission(s) in {submissions_dir}"
                 + ('' if mine else '; nothing to grade here, the grades CSV holds its header only'))
         subs = _snapshot_submissions(mine, course_dir / '.snapshot')
-        box = ("a bubblewrap sandbox per submission (read-only system, only its work folder writable, "
-               "private /tmp, no network, own PID namespace)")
-        log(f"grading {len(subs)} submission(s) of {setup.assignment} with {jobs} job(s); isolation: " + {
-            'sandbox+uid': f"{box}, as an unprivileged user id",
-            'sandbox': f"{box}, as you" + (" (root without capabilities: this Python's files aren't readable "
-                                           "by other users, see the guide)" if os.geteuid() == 0 else ''),
-            'none': f"NONE: {_NO_SANDBOX}; every row of the grades CSV says so"}[level])
-        import queue
-        slots = queue.Queue()
-        for k in range(jobs):
-            slots.put(k)
-
-        def work(item):
-            student, path = item
-            if not _STUDENT_ID.match(student):
-                source = read_nb(setup.notebook)
-                return StudentResult(student, empty_parts(source), failure=f"folder name {student!r} is not a "
-                                     "valid student id", sandboxed=setup.sandbox is not None)
-            slot = slots.get()
-            try:
-                return grade_one(setup, student, path, slot)
-            finally:
-                slots.put(slot)
-
-        results = []
-        from tinytorch.course.assignments import secret_lines
-        hidden = secret_lines(setup.notebook, solutions=False)     # what feedback must never show
-        guard = _GradebookGuard(course_dir / 'gradebook.db')
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            for r in pool.map(work, subs):
-                _collect(setup, course_dir, r, hidden)
-                guard.check(r)
-                if _STUDENT_ID.match(r.student):
-                    merge_into_gradebook(course_dir, setup.assignment, r)
-                guard.accept()
-                status = 'FAILED' if r.failure else ('FLAGGED' if r.flags else 'ok')
-                log(f"  {r.student:<20} {r.points:6g}/{r.max_points:<6g} {status:<8} {r.seconds:5.1f} s"
-                    + (f"  {r.failure or '; '.join(r.flags)}" if (r.failure or r.flags) else ''))
-                results.append(r)
+        log(f"grading {len(subs)} submission(s) of {setup.assignment} with {jobs} job(s); isolation: "
+            + _isolation_text(level))
+        results = _grade_all(setup, subs, course_dir, jobs, log)
     finally:                                   # also when grading stops early
         shutil.rmtree(setup.work_root, ignore_errors=True)
     csv_path = write_grades_csv(results, course_dir / f'grades_{setup.assignment}.csv', setup.assignment)

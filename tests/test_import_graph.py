@@ -1,0 +1,81 @@
+"""The package's modules import each other without cycles: every `import` counts, at the top of a module or
+inside a function (a cycle hidden in a function is still two modules that can't be understood one at a time)."""
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "tinytorch"
+
+
+def module_name(path: Path, root: Path) -> str:
+    "`tinytorch/course/grading.py` -> `tinytorch.course.grading` (a package's `__init__.py` -> the package)."
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, root: Path, known: set) -> set:
+    "The modules of the package under `root` that the file at `path` imports."
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        found |= {t for t in targets if t in known and t != name}
+    return found
+
+
+def import_graph(root: Path) -> dict:
+    "module -> the package's modules it imports, for every `.py` file under `root`."
+    files = {module_name(p, root): p for p in root.rglob("*.py") if "__pycache__" not in p.parts}
+    return {m: imported_modules(p, root, set(files)) for m, p in files.items()}
+
+
+def import_cycles(graph: dict) -> list:
+    "Each cycle of `graph` once, as a list of modules starting and ending at the same one."
+    cycles, state, stack = set(), {}, []
+
+    def visit(m):
+        state[m] = "open"
+        stack.append(m)
+        for n in sorted(graph.get(m, ())):
+            if state.get(n) == "open":
+                loop = stack[stack.index(n):]
+                k = loop.index(min(loop))
+                cycles.add(tuple(loop[k:] + loop[:k]))
+            elif n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    return [list(c) + [c[0]] for c in sorted(cycles)]
+
+
+def test_the_package_has_no_import_cycles():
+    graph = import_graph(PACKAGE)
+    assert "tinytorch.course.grading" in graph and graph["tinytorch.course.grading"], "the graph was not read"
+    assert import_cycles(graph) == []
+
+
+def test_a_planted_cycle_is_found(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "a.py").write_text("from .b import f\n")                       # relative, at the top
+    (pkg / "sub" / "b.py").write_text("def f():\n    from pkg.sub import c\n")     # absolute, inside a function
+    (pkg / "sub" / "c.py").write_text("import pkg.sub.a\n")
+    (pkg / "d.py").write_text("from pkg.sub.a import f\n")                          # imports into the cycle, not part of it
+    graph = import_graph(pkg)
+    assert graph["pkg.sub.b"] == {"pkg.sub.c"} and graph["pkg.d"] == {"pkg.sub.a"}, graph
+    assert import_cycles(graph) == [["pkg.sub.a", "pkg.sub.b", "pkg.sub.c", "pkg.sub.a"]]
