@@ -136,6 +136,7 @@ RUNAWAYS = {
             blocks.append(np.ones(32 << 20))
     finally:
         print(f"RUNAWAY memory: {len(blocks) * 256} MiB")
+        blocks.clear()                               # a traceback kept by the kernel would hold them
 _hoard()
 """,
     "processes": """import os, time

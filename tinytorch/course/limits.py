@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -17,8 +18,9 @@ from pathlib import Path
 from .errors import BadInput
 
 # %% auto #0
-__all__ = ['parse_size', 'format_size', 'Limits', 'parse_limits', 'enforced', 'rlimit_prefix', 'folder_bytes',
-           'sandbox_tmp_bytes', 'Usage', 'run_watched', 'limit_kind', 'limit_hits', 'limit_reason', 'describe_usage']
+__all__ = ['parse_size', 'format_size', 'Limits', 'parse_limits', 'enforced', 'describe_limits', 'rlimit_prefix', 'folder_bytes',
+           'tree_memory', 'sandbox_tmp_bytes', 'Usage', 'run_watched', 'limit_kind', 'limit_hits', 'limit_reason',
+           'describe_usage']
 
 # %% ../../nbs/93g_limits.ipynb #sizes
 _UNITS = {'': 1, 'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30, 'T': 1 << 40}
@@ -76,6 +78,8 @@ def enforced(limits: Limits, level: str, root: bool | None = None) -> tuple:
     """(the limits that hold at isolation `level` ('sandbox+uid', 'sandbox' or 'none'), one line per limit that
     can't be enforced there, saying why)."""
     root = os.geteuid() == 0 if root is None else root
+    if not shutil.which('prlimit') and (limits.memory or limits.processes or limits.disk):
+        return Limits(None, None, None), ["--memory, --processes and --disk are NOT enforced: prlimit (util-linux) is not installed"]
     notes = []
     processes = limits.processes
     if processes is not None and ((level == 'sandbox' and root) or level == 'none'):
@@ -86,6 +90,13 @@ def enforced(limits: Limits, level: str, root: bool | None = None) -> tuple:
     if limits.disk is not None and level == 'none':
         notes.append(f"--disk {format_size(limits.disk)} counts the work folder only: without a sandbox /tmp is the machine's")
     return Limits(limits.memory, processes, limits.disk), notes
+
+def describe_limits(limits: Limits) -> str:
+    "The run's log line: what each submission may use."
+    said = [f"memory {format_size(limits.memory)} per process" if limits.memory else "memory unlimited",
+            f"{limits.processes} processes and threads" if limits.processes else "processes unlimited",
+            f"disk {format_size(limits.disk)} (work folder and /tmp together)" if limits.disk else "disk unlimited"]
+    return ', '.join(said)
 
 def rlimit_prefix(limits: Limits) -> list:
     "The `prlimit` command line (ending in `--`) that sets `limits` on a program and everything it starts."
@@ -112,11 +123,37 @@ def folder_bytes(folder: Path) -> int:
             pass
     return total
 
+def _pss(pid: int) -> int:
+    "Proportional resident bytes of `pid` (pages shared with other processes count in part), else its resident bytes."
+    try:
+        with open(f'/proc/{pid}/smaps_rollup') as f:
+            return next(int(l.split()[1]) << 10 for l in f if l.startswith('Pss:'))
+    except (OSError, StopIteration):
+        with open(f'/proc/{pid}/statm') as f:
+            return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+
+def tree_memory(pid: int) -> int:
+    "Resident bytes of process `pid` and all its descendants together (forked copies' shared pages counted once)."
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += _pss(p)
+            for task in os.listdir(f'/proc/{p}/task'):
+                with open(f'/proc/{p}/task/{task}/children') as f:
+                    todo += map(int, f.read().split())
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
 def sandbox_tmp_bytes(pid: int) -> int:
-    "Bytes used in the private `/tmp` of the sandbox started by process `pid` (0 when it can't be read)."
+    "Bytes used in the private `/tmp` of the sandbox started by process `pid` (0 when it can't be read, or isn't set up yet)."
     try:
         first = open(f'/proc/{pid}/task/{pid}/children').read().split()
-        st = os.statvfs(f'/proc/{first[0]}/root/tmp')
+        tmp = f'/proc/{first[0]}/root/tmp'
+        if os.stat(tmp).st_dev == os.stat('/tmp').st_dev:   # still the machine's /tmp: the sandbox isn't ready
+            return 0
+        st = os.statvfs(tmp)
     except (OSError, IndexError):
         return 0
     return (st.f_blocks - st.f_bfree) * st.f_frsize
@@ -125,7 +162,7 @@ def sandbox_tmp_bytes(pid: int) -> int:
 @dataclass
 class Usage:
     "What one run used, as far as it can be known."
-    peak_memory: int | None = None   # bytes: the largest resident size of one of its processes
+    peak_memory: int | None = None   # bytes: the most resident memory its processes held together (sampled)
     peak_disk: int = 0               # bytes: the most seen in the work folder, /tmp and its output together
     over_disk: bool = False          # stopped for passing the disk limit
     over_wall: bool = False          # stopped by the outer wall-clock limit
@@ -158,9 +195,10 @@ def run_watched(cmd: list, cwd: Path, env: dict, wall_seconds: float, stdin: str
                 pass
         deadline = time.monotonic() + wall_seconds
         while True:
-            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+            pid, status = os.waitpid(proc.pid, os.WNOHANG)
             if pid:
                 break
+            usage.peak_memory = max(usage.peak_memory or 0, tree_memory(proc.pid))
             if disk is not None:
                 used = (folder_bytes(watch) if watch else 0) + (sandbox_tmp_bytes(proc.pid) if sandboxed else 0) \
                     + os.fstat(out.fileno()).st_size + os.fstat(err.fileno()).st_size
@@ -171,14 +209,13 @@ def run_watched(cmd: list, cwd: Path, env: dict, wall_seconds: float, stdin: str
                 _kill_group(proc.pid)
             time.sleep(every)
         proc.returncode = os.waitstatus_to_exitcode(status)
-        usage.peak_memory = rusage.ru_maxrss * 1024
         return subprocess.CompletedProcess(cmd, proc.returncode, _tail(out), _tail(err)), usage
 
 # %% ../../nbs/93g_limits.ipynb #hits
 _LIMIT_ERRORS = {'memory': re.compile(r'^MemoryError'),
                  'disk': re.compile(r'\[Errno (27|28)\]|File too large|No space left on device'),
                  'processes': re.compile(r"\[Errno 11\]|Resource temporarily unavailable|can't start new thread")}
-_OPTION_WORDS = {'memory': 'of memory', 'processes': 'processes and threads', 'disk': 'of disk (work folder and /tmp)'}
+_OPTION_WORDS = {'memory': 'of memory', 'processes': 'processes and threads', 'disk': 'on disk (work folder and /tmp)'}
 
 def limit_kind(text: str) -> str | None:
     "'memory', 'disk' or 'processes' when `text` (an error's name and message) is what that limit raises."
@@ -195,20 +232,20 @@ def limit_hits(nb: dict) -> list:
                     hits.append((kind, cell.get('id')))
     return hits
 
-def limit_reason(kind: str, limits: Limits, survived: bool) -> str:
-    "What the instructor reads: the limit, and the option that raises it."
+def limit_reason(kind: str, limits: Limits, cell: str | None = None) -> str:
+    "What the instructor reads: the limit and the option that raises it; `cell`: the cell that hit it, the kernel lived on."
     amount = getattr(limits, kind)
-    shown = format_size(amount) if kind != 'processes' else str(amount)
-    if survived:
-        return f"a cell hit the {kind} limit ({shown} {_OPTION_WORDS[kind]}); its points stand; raise it with --{kind}"
-    return f"used more than {shown} {_OPTION_WORDS[kind]}; raise it with --{kind}"
+    shown = f"{format_size(amount)} {_OPTION_WORDS[kind]}" if kind != 'processes' else f"{amount} {_OPTION_WORDS[kind]}"
+    if cell is not None:
+        return f"cell {cell!r} hit the limit of {shown}, its points stand (raise it with --{kind})"
+    return f"used more than {shown} (raise it with --{kind})"
 
 # %% ../../nbs/93g_limits.ipynb #usage
 def describe_usage(usage: Usage | None) -> str:
-    "'peak memory 1.1 GiB (largest process), disk 300 MiB', or '' when nothing is known."
+    "'peak memory 1.1 GiB, disk 300 MiB', or '' when nothing is known."
     if usage is None:
         return ''
-    parts = [f"peak memory {format_size(usage.peak_memory)} (largest process)"] if usage.peak_memory else []
+    parts = [f"peak memory {format_size(usage.peak_memory)}"] if usage.peak_memory else []
     if usage.peak_disk:
         parts.append(f"disk {format_size(usage.peak_disk)}")
     return ', '.join(parts)
