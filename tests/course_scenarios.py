@@ -132,7 +132,7 @@ RUNAWAYS = {
     "memory": """def _hoard():
     blocks = []
     try:
-        while len(blocks) < 14:                      # 256 MiB each, written: stops by itself at 3.5 GiB
+        while len(blocks) < 16:                      # 256 MiB each, written: stops by itself at 4 GiB
             blocks.append(np.ones(32 << 20))
     finally:
         print(f"RUNAWAY memory: {len(blocks) * 256} MiB")
