@@ -134,3 +134,17 @@ def test_memory_stays_under_jobs_times_the_limit_and_nothing_is_left(graded):
     assert graded["left_in_work"] == [], graded["left_in_work"]
     left = subprocess.run(["pgrep", "-u", "200000,200001"], capture_output=True, text=True).stdout.split()
     assert left == [], left                                                          # no grading process lives on
+
+
+@pytest.mark.parametrize("option, value, expected", [
+    ("--memory", "lots", "expected a size such as 512M, 2G or 1.5G"),
+    ("--disk", "0", "expected at least 1 MiB"),
+    ("--processes", "many", "expected a whole number of processes and threads"),
+])
+def test_a_bad_limit_is_refused_before_any_work(tmp_path, capsys, option, value, expected):
+    from tinytorch.cli import main
+    code = main(["grade", "11", str(tmp_path / "submissions"), "--course", str(tmp_path / "course"), option, value])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, (code, lines)
+    assert lines[0].startswith(f"tinytorch grade: {option} {value!r}: {expected}"), lines
+    assert not (tmp_path / "course").exists()

@@ -170,6 +170,7 @@ def test_no_sandbox_grades_and_every_row_says_so(tmp_path, released):
     run = grade_cli(sys.executable, c, "--no-sandbox", env={"TINYTORCH_BWRAP": "/nonexistent/bwrap"})
     assert run.returncode == 0, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
     assert "NONE" in run.stdout and "WITHOUT a sandbox" in run.stdout, run.stdout
+    assert "--disk 1 GiB counts the work folder only" in run.stdout, run.stdout        # said, never silent
     rows = list(csv.DictReader(open(c["course"] / "grades_11_embeddings.csv")))
     assert len(rows) == 2 * (len(TESTS) + 3)
     assert all("graded WITHOUT a sandbox (--no-sandbox)" in r["reason"] for r in rows), [r["reason"] for r in rows]
