@@ -146,15 +146,15 @@ def tree_memory(pid: int) -> int:
             pass
     return total
 
-def sandbox_tmp_bytes(pid: int) -> int:
-    "Bytes used in the private `/tmp` of the sandbox started by process `pid` (0 when it can't be read, or isn't set up yet)."
+def sandbox_tmp_bytes(pid: int, size: int) -> int:
+    """Bytes used in the private `/tmp` (a tmpfs of `size` bytes) of the sandbox started by process `pid`; 0 when it
+    can't be read or isn't mounted yet (while bubblewrap sets up, that path shows other file systems)."""
     try:
         first = open(f'/proc/{pid}/task/{pid}/children').read().split()
-        tmp = f'/proc/{first[0]}/root/tmp'
-        if os.stat(tmp).st_dev == os.stat('/tmp').st_dev:   # still the machine's /tmp: the sandbox isn't ready
-            return 0
-        st = os.statvfs(tmp)
+        st = os.statvfs(f'/proc/{first[0]}/root/tmp')
     except (OSError, IndexError):
+        return 0
+    if abs(st.f_blocks * st.f_frsize - size) > 1 << 20:      # not the sandbox's /tmp
         return 0
     return (st.f_blocks - st.f_bfree) * st.f_frsize
 
@@ -193,21 +193,22 @@ def run_watched(cmd: list, cwd: Path, env: dict, wall_seconds: float, stdin: str
                 proc.stdin.write(stdin.encode()); proc.stdin.close()
             except BrokenPipeError:
                 pass
-        deadline = time.monotonic() + wall_seconds
+        deadline, pause = time.monotonic() + wall_seconds, 0.005
         while True:
             pid, status = os.waitpid(proc.pid, os.WNOHANG)
             if pid:
                 break
             usage.peak_memory = max(usage.peak_memory or 0, tree_memory(proc.pid))
             if disk is not None:
-                used = (folder_bytes(watch) if watch else 0) + (sandbox_tmp_bytes(proc.pid) if sandboxed else 0) \
+                used = (folder_bytes(watch) if watch else 0) + (sandbox_tmp_bytes(proc.pid, disk) if sandboxed else 0) \
                     + os.fstat(out.fileno()).st_size + os.fstat(err.fileno()).st_size
                 usage.peak_disk = max(usage.peak_disk, used)
                 usage.over_disk |= used > disk
             usage.over_wall |= time.monotonic() > deadline
             if usage.over_disk or usage.over_wall:
                 _kill_group(proc.pid)
-            time.sleep(every)
+            time.sleep(pause)
+            pause = min(every, pause * 1.5)          # a short run isn't kept waiting
         proc.returncode = os.waitstatus_to_exitcode(status)
         return subprocess.CompletedProcess(cmd, proc.returncode, _tail(out), _tail(err)), usage
 
