@@ -71,6 +71,7 @@ def graded_class(base: Path, released: dict, user=None) -> dict:
                 os.chown(path, user, user, follow_symlinks=False)
     run = grade_sampled(python, c, user=user, env={"HOME": str(base)} if user else None)
     run["left_in_work"] = sorted(str(p) for p in (base / "work").iterdir())
+    run["processes_left"] = processes_in(base)
     run["course"] = c["course"]
     return run
 
@@ -132,8 +133,19 @@ def test_memory_stays_under_jobs_times_the_limit_and_nothing_is_left(graded):
     bound = JOBS * (MEMORY + SLACK) + graded["grader"]
     assert 0 < graded["all"] < bound, (graded["all"] >> 20, bound >> 20)
     assert graded["left_in_work"] == [], graded["left_in_work"]
-    left = subprocess.run(["pgrep", "-u", "200000,200001"], capture_output=True, text=True).stdout.split()
-    assert left == [], left                                                          # no grading process lives on
+    assert graded["processes_left"] == [], graded["processes_left"]                  # no grading process lives on
+
+
+def processes_in(folder: Path) -> list:
+    "Command lines of the processes whose working folder lies in `folder`."
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and Path(os.readlink(proc / "cwd")).is_relative_to(folder):
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            pass
+    return found
 
 
 @pytest.mark.parametrize("option, value, expected", [
