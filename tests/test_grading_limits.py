@@ -25,7 +25,8 @@ from tinytorch.course.limits import tree_memory  # noqa: E402
 HONEST = ["reference", "honest-tmp"]
 RUNAWAYS = ["runaway-memory", "runaway-processes", "runaway-disk", "runaway-tmp"]
 JOBS, MEMORY, PROCESSES, DISK = 2, 1536 << 20, 128, 256 << 20
-LIMITS = ["--memory", "1536M", "--processes", str(PROCESSES), "--disk", "256M"]
+LIMITS = ["--memory", "1536M", "--processes", str(PROCESSES), "--disk", "256M",
+          "--cell-timeout", "120", "--wall-seconds", "900"]      # hang guards only: a busy machine is slow
 SLACK = 384 << 20     # per job: what a submission's processes hold beyond the data limit (libraries, the nbgrader process)
 
 
