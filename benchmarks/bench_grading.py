@@ -2,6 +2,11 @@
 (isolated, checked, graded twice) with --jobs 1 and --jobs 2.
 
     .venv/bin/python benchmarks/bench_grading.py [--n 20]
+    .venv/bin/python benchmarks/bench_grading.py --limits [--n 8] [--rounds 2]
+
+`--limits` instead compares `tinytorch grade --jobs 2` with the default per-submission limits (memory,
+processes, disk) against the same run with every limit off, side by side (the order swapped each round),
+and reports seconds per submission and the peak memory of the grader and everything it started (sampled).
 
 Submissions are generated from the real release (reference solutions, untouched releases and a
 broken function, in rotation). Prints a table; writes benchmarks/results/grading.json.
@@ -21,6 +26,7 @@ from course_scenarios import build  # noqa: E402
 from tinytorch.course.assignments import release, run_nbgrader, write_course  # noqa: E402
 from tinytorch.course.grading import grade  # noqa: E402
 from tinytorch.course.sandbox import isolation_level  # noqa: E402
+from tinytorch.course.limits import Limits, format_size, tree_memory  # noqa: E402
 
 
 def make_submissions(folder: Path, n: int) -> list:
@@ -54,10 +60,66 @@ def stock_batch(submissions: Path, students: list, work: Path) -> float:
     return elapsed
 
 
+def sampled(fn):
+    "(seconds, peak memory of this process and everything it started) of fn(), sampled every 0.1 s."
+    import os
+    import threading
+    peak, done = [0], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], tree_memory(os.getpid()))
+            time.sleep(0.1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    start = time.perf_counter()
+    try:
+        fn()
+    finally:
+        seconds = time.perf_counter() - start
+        done.set()
+        sampler.join()
+    return seconds, peak[0]
+
+
+def compare_limits(n: int, rounds: int):
+    "`grade --jobs 2` with the default limits vs none, side by side."
+    runs = {"default limits": Limits(), "no limits": Limits(None, None, None)}
+    times = {name: [] for name in runs}
+    peaks = {name: 0 for name in runs}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        make_submissions(work / "submissions", n)
+        for r in range(rounds):
+            for name in (list(runs) if r % 2 == 0 else list(reversed(runs))):
+                def run():
+                    results, _ = grade(11, work / "submissions", ROOT / "nbs", work / f"course-{r}-{name[:2]}",
+                                       jobs=2, limits=runs[name], log=lambda *a: None)
+                    assert not any(x.failure or x.flags for x in results), [x.failure or x.flags for x in results]
+                seconds, peak = sampled(run)
+                times[name].append(seconds / n)
+                peaks[name] = max(peaks[name], peak)
+    print(f"grading {n} submissions of 11_embeddings, --jobs 2, {rounds} round(s); isolation level: {isolation_level()}")
+    print(f"{'run':<16} {'s/submission (each round)':<28} {'median':>7} {'peak memory':>12}")
+    for name in runs:
+        med = sorted(times[name])[len(times[name]) // 2]
+        print(f"{name:<16} {' '.join(f'{t:.2f}' for t in times[name]):<28} {med:>7.2f} {format_size(peaks[name]):>12}")
+    a, b = (sorted(times[k])[len(times[k]) // 2] for k in runs)
+    print(f"with limits / without: {a / b:.3f}x per submission")
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "grading_limits.json").write_text(json.dumps({"n": n, "seconds_per_submission": times, "peak_bytes": peaks}, indent=1))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=20)
+    parser.add_argument("--limits", action="store_true", help="compare the default limits with none (--jobs 2)")
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
+    if args.limits:
+        return compare_limits(args.n, args.rounds)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         students = make_submissions(work / "submissions", args.n)

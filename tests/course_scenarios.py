@@ -94,7 +94,104 @@ def build(release, source, paths):
         solved, "sinusoidal", "### BEGIN SOLUTION",
         "### BEGIN SOLUTION\n    if max_seq_length == 50:\n        import signal\n"
         "        signal.signal(signal.SIGINT, signal.SIG_IGN)\n        while True:\n            pass")
+    subs["honest-tmp"] = replace(solved, "sinusoidal", "### BEGIN SOLUTION", "### BEGIN SOLUTION\n" + _HONEST_TMP)
+    for kind, code in RUNAWAYS.items():
+        subs[f"runaway-{kind}"] = insert_cell(solved, "as-ids", f"runaway-{kind}", code)
     return subs
+
+
+def insert_cell(nb, before_id, new_id, source):
+    "A copy of `nb` with a new ungraded code cell `new_id` just before cell `before_id`."
+    nb = copy.deepcopy(nb)
+    i = next(k for k, c in enumerate(nb["cells"]) if c["id"] == before_id)
+    nb["cells"].insert(i, {"cell_type": "code", "id": new_id, "metadata": {}, "execution_count": None,
+                           "outputs": [], "source": source})
+    return nb
+
+
+# Honest code that needs a writable /tmp, threads, NumPy's BLAS threads and matplotlib, once per kernel, at the
+# top of a graded function: if any of it fails, the function fails its test.
+_HONEST_TMP = """    if not globals().get("_honest_checked"):
+        import tempfile, concurrent.futures, matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        with open("/tmp/honest-note.txt", "w") as f:
+            f.write("written by name")
+        with tempfile.NamedTemporaryFile(suffix=".png") as f:
+            assert f.name.startswith("/tmp/"), f.name
+            plt.plot([0, 1], [1, 0]); plt.savefig(f.name); plt.close("all")
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            sums = list(pool.map(lambda k: float((np.ones((200, 200)) @ np.ones((200, 200))).sum()), range(16)))
+        assert sums == [8e6] * 16
+        globals()["_honest_checked"] = True
+"""
+
+# One runaway cell each, put before the student's (correct) solutions. Each stops by itself well below the size
+# of a CI machine, so that a broken limit can't take the machine down, and prints how far it got.
+RUNAWAYS = {
+    "memory": """def _hoard():
+    blocks = []
+    try:
+        while len(blocks) < 16:                      # 256 MiB each, written: stops by itself at 4 GiB
+            blocks.append(np.ones(32 << 20))
+    finally:
+        print(f"RUNAWAY memory: {len(blocks) * 256} MiB")
+        blocks.clear()                               # a traceback kept by the kernel would hold them
+_hoard()
+""",
+    "processes": """import os, time
+def _spawn():
+    children = []
+    try:
+        while len(children) < 300:                   # stops by itself at 300 processes
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(2)
+                os._exit(0)
+            children.append(pid)
+    finally:
+        print(f"RUNAWAY processes: {len(children)}")
+        for pid in children:
+            os.waitpid(pid, 0)
+_spawn()
+""",
+    "disk": """def _fill():
+    written = 0
+    try:
+        for i in range(24):                          # 64 MiB files into the working folder: stops at 1.5 GiB
+            with open(f"runaway-{i}.bin", "wb") as f:
+                for _ in range(4):
+                    f.write(bytes(16 << 20))
+                    written += 16
+    finally:
+        print(f"RUNAWAY disk: {written} MiB")
+_fill()
+""",
+    "tmp": """def _fill_tmp():
+    written = 0
+    try:
+        with open("/tmp/runaway.bin", "wb") as f:    # one file in /tmp: stops by itself at 1.5 GiB
+            for _ in range(96):
+                f.write(bytes(16 << 20))
+                f.flush()
+                written += 16
+    finally:
+        print(f"RUNAWAY tmp: {written} MiB")
+_fill_tmp()
+""",
+}
+
+
+def runaway_report(autograded_nb):
+    "{kind: MiB or count} that each runaway cell printed before it stopped."
+    found = {}
+    for cell in autograded_nb["cells"]:
+        for out in cell.get("outputs", []):
+            for line in "".join(out.get("text", "")).splitlines():
+                if line.startswith("RUNAWAY "):
+                    kind, amount = line[len("RUNAWAY "):].split(": ")
+                    found[kind] = int(amount.split()[0])
+    return found
 
 
 # Runs inside the student's kernel (and in the second channel): tries to read the hidden tests and the

@@ -53,15 +53,21 @@ def make_class(base: Path, released: dict, students=STUDENTS) -> dict:
     return {"repo": repo, "subs": klass / "submissions", "course": klass / "course"}
 
 
-def grade_cli(python, c: dict, *extra, env=None, user=None) -> subprocess.CompletedProcess:
-    "`tinytorch grade 11` run by `python` (as `user` when given), on the class `c`."
+def grade_command(python, c: dict, *extra, env=None, user=None) -> dict:
+    "The arguments of `subprocess.run` that run `tinytorch grade 11` by `python` (as `user` when given), on the class `c`."
     cmd = [str(python), "-c", GRADE, "grade", "11", str(c["subs"]), "--course", str(c["course"]),
            "--nbs", str(c["repo"] / "nbs"), "--jobs", "2", "--cell-timeout", "10", "--wall-seconds", "120", *extra]
     if user is not None:
         cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
     env = {**os.environ, "PYTHONPATH": str(c["repo"]), "PYTHONDONTWRITEBYTECODE": "1",
            "TMPDIR": str(c["repo"].parent / "work"), **(env or {})}
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=c["repo"].parent, timeout=900)
+    return {"args": cmd, "env": env, "cwd": c["repo"].parent}
+
+
+def grade_cli(python, c: dict, *extra, env=None, user=None) -> subprocess.CompletedProcess:
+    "`tinytorch grade 11` run by `python` (as `user` when given), on the class `c`."
+    return subprocess.run(**grade_command(python, c, *extra, env=env, user=user), capture_output=True, text=True,
+                          timeout=900)
 
 
 def venv_copy(dest: Path) -> Path:
@@ -164,6 +170,7 @@ def test_no_sandbox_grades_and_every_row_says_so(tmp_path, released):
     run = grade_cli(sys.executable, c, "--no-sandbox", env={"TINYTORCH_BWRAP": "/nonexistent/bwrap"})
     assert run.returncode == 0, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
     assert "NONE" in run.stdout and "WITHOUT a sandbox" in run.stdout, run.stdout
+    assert "--disk 1 GiB counts the work folder only" in run.stdout, run.stdout        # said, never silent
     rows = list(csv.DictReader(open(c["course"] / "grades_11_embeddings.csv")))
     assert len(rows) == 2 * (len(TESTS) + 3)
     assert all("graded WITHOUT a sandbox (--no-sandbox)" in r["reason"] for r in rows), [r["reason"] for r in rows]

@@ -108,10 +108,12 @@ def cmd_test(args) -> int:
 
 def cmd_grade(args) -> int:
     from tinytorch.course.grading import grade
+    from tinytorch.course.limits import parse_limits
+    limits = parse_limits(args.memory, args.processes, args.disk)      # a bad value fails before any work
     results, csv_path = grade(args.module, args.submissions, _nbs_dir(args.nbs),
                               _folder_to_write(args.course, '--course'), jobs=args.jobs,
                               cell_timeout=args.cell_timeout, wall_seconds=args.wall_seconds,
-                              sandbox=not args.no_sandbox, shard=args.shard)
+                              sandbox=not args.no_sandbox, shard=args.shard, limits=limits)
     troubled = [r.student for r in results if r.failure or r.flags]
     if troubled:
         print(f"{len(troubled)} submission(s) need your attention (status failed/flagged in {csv_path}): "
@@ -223,6 +225,11 @@ def _add_grade(sub):
                    help="grade without the bubblewrap sandbox (student code runs with your rights; the CSV says so)")
     p.add_argument('--shard', metavar='K/N', help="grade only shard K of N, numbered 1..N (e.g. 1/4 ... 4/4); a "
                    "student's shard depends only on their id, so N runs with K = 1..N grade everyone once")
+    p.add_argument('--memory', metavar='SIZE', default='2G', help="data memory per process of a submission "
+                   "(e.g. 512M, 2G; off: none; default 2G)")
+    p.add_argument('--processes', metavar='N', default='512', help="processes and threads per submission (default 512)")
+    p.add_argument('--disk', metavar='SIZE', default='1G', help="bytes a submission may write, its work folder and "
+                   "/tmp together (default 1G)")
     p.set_defaults(func=cmd_grade)
 
 def _add_grade_merge(sub):

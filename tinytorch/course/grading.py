@@ -18,6 +18,9 @@ from pathlib import Path
 from .assignments import graded_parts, secret_lines
 from .errors import BadInput, MissingInput
 from .feedback import publish_feedback
+from tinytorch.course.limits import (
+    Limits, describe_limits, describe_usage, enforced, limit_hits, limit_kind, limit_reason,
+)
 from tinytorch.course.grade_table import (
     UNSANDBOXED, Part, StudentResult, settle_statuses, write_grades_csv, write_grading_log,
 )
@@ -97,16 +100,20 @@ def exported_source(nb: dict) -> str:
     return '# exported from a student submission by tinytorch grade\n\n' + '\n\n'.join(parts) + '\n'
 
 def recheck_submission(submission: dict, source_nb: Path, test_parts: list, workdir: Path, cell_timeout: int,
-                       wall_seconds: float, uid: int | None, sandbox: Sandbox | None) -> RecheckResult:
+                       wall_seconds: float, uid: int | None, sandbox: Sandbox | None,
+                       limits: Limits | None = None) -> RecheckResult:
     "The re-check's verdicts on `test_parts`: `source_nb`'s test cells run against the student's export, isolated."
     export, results, token = workdir / 'student_export.py', workdir / 'recheck.json', new_token()
     export.write_text(exported_source(submission), encoding='utf-8')
     shutil.copy(source_nb, workdir / source_nb.name)
     run = run_isolated(recheck_command(source_nb.name, export.name, results.name, cell_timeout),
-                       workdir, wall_seconds, uid, sandbox, stdin=token + '\n')
+                       workdir, wall_seconds, uid, sandbox, stdin=token + '\n', limits=limits)
     try:
         return read_results(results, token, test_parts)
     except RecheckFailed as e:
+        why = _stopped_by_limit(run, limits) if limits else None
+        if why:
+            raise RecheckFailed(f"the re-check {why}") from None
         if was_killed(run.returncode):
             raise RecheckFailed(f"the re-check exceeded the {wall_seconds:.0f} s wall-clock limit and was killed") from None
         if run.returncode == 0:
@@ -128,6 +135,7 @@ class GradingSetup:
     cell_timeout: int = 30
     wall_seconds: float = 300
     sandbox: Sandbox | None = None   # None: --no-sandbox
+    limits: Limits = Limits(None, None, None)   # what each run may use (the ones that hold here)
 
 # %% ../../nbs/93_grading.ipynb #parts
 def empty_parts(source: dict) -> dict:
@@ -161,16 +169,43 @@ def _apply_recheck(result: StudentResult, verdicts: RecheckResult):
     if disagree:
         result.flags.append(f"the re-check outside the student's kernel disagrees with nbgrader on {disagree}")
 
+# %% ../../nbs/93_grading.ipynb #limits-verdicts
+def _usage_note(run) -> str:
+    used = describe_usage(getattr(run, 'usage', None))
+    return f"; used: {used}" if used else ''
+
+def _stopped_by_limit(run, limits: Limits) -> str | None:
+    "Why a failed `run` stopped, when a limit of `limits` explains it (else None)."
+    usage = getattr(run, 'usage', None)
+    if usage is not None and usage.over_disk and limits.disk:
+        return limit_reason('disk', limits) + _usage_note(run)
+    kind = limit_kind(run.stderr or '')
+    if kind is None and limits.memory and usage is not None and (usage.peak_memory or 0) > 0.9 * limits.memory:
+        kind = 'memory'
+    return limit_reason(kind, limits) + _usage_note(run) if kind and getattr(limits, kind) else None
+
+def _flag_limit_hits(autograded: Path, limits: Limits, result: StudentResult, run):
+    "Flag the first cell of the graded notebook whose error each limit raised (the kernel lived on)."
+    hits = [(kind, cell) for kind, cell in limit_hits(read_nb(autograded)) if getattr(limits, kind)]
+    firsts = {kind: cell for kind, cell in reversed(hits)}
+    for kind, cell in firsts.items():
+        more = sum(k == kind for k, _ in hits) - 1
+        result.flags.append(limit_reason(kind, limits, cell) + (f" ({more} later cell(s) too)" if more else '')
+                            + _usage_note(run))
+
 # %% ../../nbs/93_grading.ipynb #autograde
 def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path, uid: int | None,
                result: StudentResult) -> Path:
     "Grade `submission` with nbgrader in a course copy in `folder`, isolated; record its points on `result`."
     write_submission_course(setup.template, folder, setup.assignment, student, submission, setup.notebook.name)
     run = run_isolated(autograde_command(folder, setup.assignment, student), folder, setup.wall_seconds, uid,
-                       setup.sandbox)
+                       setup.sandbox, limits=setup.limits)
+    autograded = autograded_path(folder, setup.assignment, student, setup.notebook.name)
+    why = _stopped_by_limit(run, setup.limits) if (run.returncode != 0 or not autograded.exists()) else None
+    if why:
+        raise RuntimeError(why)
     if was_killed(run.returncode):
         raise RuntimeError(f"grading exceeded the {setup.wall_seconds:.0f} s wall-clock limit and was killed")
-    autograded = autograded_path(folder, setup.assignment, student, setup.notebook.name)
     if run.returncode != 0 or not autograded.exists():
         tail = [l for l in run.stderr.splitlines() if 'ERROR' in l][-2:] or run.stderr.strip().splitlines()[-1:]
         raise RuntimeError(f"nbgrader autograde failed (exit {run.returncode}): {' | '.join(tail)[:300]}")
@@ -180,6 +215,7 @@ def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path
     for gid, g in grades.items():
         if gid in result.parts:
             result.parts[gid].nbgrader_points, result.parts[gid].needs_manual = g['points'] or 0.0, g['needs_manual']
+    _flag_limit_hits(autograded, setup.limits, result, run)
     unran = _unran_graded_cells(autograded)
     if unran:
         result.flags.append(f"graded cells that never ran: {unran}")
@@ -205,7 +241,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, s
         tests = [p.grade_id for p in result.parts.values() if p.kind == 'test']
         try:
             verdicts = recheck_submission(submission, setup.notebook, tests, recheck_dir, setup.cell_timeout,
-                                          setup.wall_seconds, uid, setup.sandbox)
+                                          setup.wall_seconds, uid, setup.sandbox, setup.limits)
         except RecheckFailed as e:
             result.flags.append(str(e))
         else:
@@ -365,16 +401,19 @@ def _grade_all(setup: GradingSetup, subs: list, course_dir: Path, jobs: int, log
 
 # %% ../../nbs/93_grading.ipynb #batch
 def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1, cell_timeout: int = 30,
-          wall_seconds: float = 300, sandbox: bool = True, log=print, shard=None) -> tuple:
+          wall_seconds: float = 300, sandbox: bool = True, log=print, shard=None, limits: Limits | None = None) -> tuple:
     """Grade every submission (with `shard='K/N'`, only shard K of N's); returns (results, path of the grades
-    CSV). Raises `SandboxUnavailable`, before anything is written, when no sandbox can be had and `sandbox` is True."""
+    CSV). Raises `SandboxUnavailable`, before anything is written, when no sandbox can be had and `sandbox` is True.
+    `limits` (default `Limits()`) caps what each submission may use; a limit that can't hold here is logged in one line."""
     shard = parse_shard(shard) if shard is not None else None     # a bad value fails before any work
     submissions_dir = Path(submissions_dir)
     if not submissions_dir.is_dir():
         raise MissingInput(f"{submissions_dir}: no such folder (expected SUBMISSIONS/<student>/<notebook>.ipynb)")
     course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
     level = isolation_level(sandbox)
+    held, cannot = enforced(Limits() if limits is None else limits, level)
     setup = set_up_grading(module, nbs_dir, course_dir, level, cell_timeout, wall_seconds, hide=(submissions_dir,))
+    setup.limits = held
     try:
         found = find_submissions(submissions_dir, setup.notebook.name)
         if not found:
@@ -386,6 +425,9 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
         subs = _snapshot_submissions(mine, course_dir / '.snapshot')
         log(f"grading {len(subs)} submission(s) of {setup.assignment} with {jobs} job(s); isolation: "
             + _isolation_text(level))
+        log(f"limits per submission: {describe_limits(held)}")
+        for line in cannot:
+            log(line)
         results = _grade_all(setup, subs, course_dir, jobs, log)
     finally:                                   # also when grading stops early
         shutil.rmtree(setup.work_root, ignore_errors=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .assignments import tool_env
 from .errors import NotReady
+from .limits import Limits, rlimit_prefix, run_watched
 
 # %% auto #0
 __all__ = ['SandboxUnavailable', 'grading_uid', 'Sandbox', 'sandbox_problem', 'uid_layer_available', 'isolation_level',
@@ -63,7 +64,7 @@ class Sandbox:
     hidden: tuple = ()            # folders or files never to show, even when they lie in a visible folder
     package: Path | None = None   # mounted read-only over the installed tinytorch package
 
-    def command(self, workdir: Path, uid: int | None = None) -> list:
+    def command(self, workdir: Path, uid: int | None = None, tmp_size: int | None = None) -> list:
         "The bwrap command line (ending in `--`) that runs a program in `workdir`, as `uid` when given (root only)."
         args = [_bwrap(), '--die-with-parent', '--new-session', '--unshare-pid', '--unshare-net', '--unshare-ipc',
                 '--unshare-uts', '--cap-drop', 'ALL']
@@ -74,7 +75,8 @@ class Sandbox:
                 args += ['--symlink', os.readlink(d), d]
             elif os.path.isdir(d):
                 args += ['--ro-bind', d, d]
-        args += ['--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp']
+        args += ['--dev', '/dev', '--proc', '/proc', '--perms', '1777', *(['--size', str(tmp_size)] if tmp_size else []),
+                 '--tmpfs', '/tmp']
         made = {'/', '/tmp', *_SYSTEM_DIRS}
         visible = _python_folders()
         for folder in (*visible, str(workdir)):
@@ -140,7 +142,7 @@ def _chown_tree(root: Path, uid: int, gid: int):
         os.chown(path, uid, gid, follow_symlinks=False)
 
 def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None,
-                 sandbox: Sandbox | None, stdin: str | None = None) -> subprocess.CompletedProcess:
+                 sandbox: Sandbox | None, stdin: str | None = None, limits: Limits | None = None) -> subprocess.CompletedProcess:
     "Run `args` in `workdir` with a wall-clock limit, `stdin` as its input: in `sandbox` (as `uid` when given), or unsandboxed."
     env = tool_env()
     home = workdir / '.home'
@@ -150,17 +152,20 @@ def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None
     limit = ['timeout', '-s', 'KILL', str(int(wall_seconds))]
     if sandbox is not None:
         env['TMPDIR'] = '/tmp'   # the sandbox's own, private /tmp
-        prefix = sandbox.command(workdir, uid)
+        prefix = sandbox.command(workdir, uid, limits.disk if limits else None)
     else:   # as root, still a PID namespace: a runaway kernel dies with the run
         prefix = ['unshare', '--pid', '--fork', '--kill-child', '--mount-proc'] if (
             os.geteuid() == 0 and shutil.which('unshare')) else []
     if uid is not None:
         _chown_tree(workdir, uid, uid)
+    limits = limits or Limits(None, None, None)
     try:
-        return subprocess.run(prefix + limit + list(map(str, args)), cwd=workdir, env=env, capture_output=True,
-                              text=True, input=stdin, timeout=wall_seconds + 30)
-    except subprocess.TimeoutExpired as e:
-        return subprocess.CompletedProcess(e.cmd, -9, e.stdout or '', (e.stderr or '') + '\nkilled by the outer limit')
+        run, usage = run_watched(prefix + rlimit_prefix(limits) + limit + list(map(str, args)), workdir, env,
+                                 wall_seconds + 30, stdin, workdir, limits.disk, sandbox is not None)
+        run.usage = usage            # what it used: `tinytorch.course.limits.Usage`
+        if usage.over_wall:
+            run.stderr += '\nkilled by the outer limit'
+        return run
     finally:
         if uid is not None:
             _chown_tree(workdir, os.geteuid(), os.getegid())

@@ -1,0 +1,163 @@
+"""`tinytorch grade --jobs 2` on a class with one runaway of each kind (memory, processes, disk, /tmp), as root and
+as a user who is not root: honest submissions keep full marks, each runaway is stopped at its limit and named in
+its row, the graders' memory stays under jobs x limit + the grader's own, and nothing is left on disk."""
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("nbgrader")
+
+from course_scenarios import runaway_report  # noqa: E402
+from test_grading_sandbox import (  # noqa: E402,F401  (`released` is a fixture)
+    INSTRUCTOR_UID, TESTS, grade_command, make_class, needs_bwrap, needs_root, released, venv_copy,
+)
+from tinytorch.course.limits import tree_memory  # noqa: E402
+
+HONEST = ["reference", "honest-tmp"]
+RUNAWAYS = ["runaway-memory", "runaway-processes", "runaway-disk", "runaway-tmp"]
+JOBS, MEMORY, PROCESSES, DISK = 2, 1536 << 20, 128, 256 << 20
+LIMITS = ["--memory", "1536M", "--processes", str(PROCESSES), "--disk", "256M",
+          "--cell-timeout", "120", "--wall-seconds", "900"]      # hang guards only: a busy machine is slow
+SLACK = 384 << 20     # per job: what a submission's processes hold beyond the data limit (libraries, the nbgrader process)
+
+
+def _own_memory(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return next(int(line.split()[1]) << 10 for line in f if line.startswith("Pss:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def grade_sampled(python, c: dict, user=None, env=None) -> dict:
+    "Grade the class `c` with the test's limits, sampling the memory of the grader and everything it started."
+    proc = subprocess.Popen(**grade_command(python, c, *LIMITS, env=env, user=user), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    peaks = {"all": 0, "grader": 0}
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peaks["all"] = max(peaks["all"], tree_memory(proc.pid))
+            peaks["grader"] = max(peaks["grader"], _own_memory(proc.pid))
+            time.sleep(0.1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        out, err = proc.communicate(timeout=1500)
+    finally:
+        done.set()
+        sampler.join()
+    rows = list(csv.DictReader(open(c["course"] / "grades_11_embeddings.csv")))
+    log = (c["course"] / "grades_11_embeddings.log").read_text()
+    return {"returncode": proc.returncode, "stdout": out, "stderr": err, "rows": rows, "log": log, **peaks}
+
+
+def graded_class(base: Path, released: dict, user=None) -> dict:
+    c = make_class(base, released, HONEST + RUNAWAYS)
+    python = venv_copy(base / "venv")
+    if user is not None:
+        for path in [base, *base.rglob("*")]:
+            if "venv" not in path.relative_to(base).parts:
+                os.chown(path, user, user, follow_symlinks=False)
+    run = grade_sampled(python, c, user=user, env={"HOME": str(base)} if user else None)
+    run["left_in_work"] = sorted(str(p) for p in (base / "work").iterdir())
+    run["processes_left"] = processes_in(base)
+    run["course"] = c["course"]
+    return run
+
+
+@pytest.fixture(scope="module", params=["root", "not root"])
+def graded(request, released):
+    if os.geteuid() != 0:
+        pytest.skip("sets up files for other users (needs root)")
+    if shutil.which("bwrap") is None and os.environ.get("CI") != "true":
+        pytest.skip("bubblewrap is not installed (CI installs it)")
+    base = Path(tempfile.mkdtemp())
+    try:
+        yield graded_class(base, released, None if request.param == "root" else INSTRUCTOR_UID)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def rows_of(run: dict, student: str) -> list:
+    return [r for r in run["rows"] if r["student"] == student]
+
+
+def test_the_run_says_what_each_submission_may_use(graded):
+    assert graded["returncode"] == 3, (graded["returncode"], graded["stdout"][-3000:], graded["stderr"][-3000:])
+    assert "limits per submission: memory 1.5 GiB per process, 128 processes and threads, disk 256 MiB" in \
+        graded["stdout"], graded["stdout"]
+    assert "NOT enforced" not in graded["stdout"], graded["stdout"]
+
+
+def test_honest_submissions_keep_full_marks(graded):
+    for student in HONEST:
+        rows = [r for r in rows_of(graded, student) if r["kind"] == "test"]
+        assert {r["part"]: float(r["points"]) for r in rows} == TESTS, (student, rows, graded["log"])
+        assert {r["status"] for r in rows} == {"graded"}, (student, rows)
+
+
+def test_a_runaway_whose_kernel_lives_keeps_its_points_and_is_flagged(graded):
+    for student, option, bound in (("runaway-memory", "--memory", MEMORY >> 20), ("runaway-processes", "--processes", PROCESSES)):
+        rows = [r for r in rows_of(graded, student) if r["kind"] == "test"]
+        assert {r["part"]: float(r["points"]) for r in rows} == TESTS, (student, rows, graded["log"])
+        assert {r["status"] for r in rows} == {"flagged"} and all(option in r["reason"] for r in rows), rows
+        assert all(float(r["score"]) == float(r["points"]) for r in rows), rows     # the re-check agrees
+        kind = student.split("-")[1]
+        notebook = graded["course"] / "autograded" / student / "11_embeddings" / "11_embeddings.ipynb"
+        reached = runaway_report(json.loads(notebook.read_text()))[kind]
+        assert 0 < reached < bound, (student, reached)                               # stopped below its own bound
+
+
+def test_a_disk_runaway_is_stopped_and_fails_naming_the_limit(graded):
+    for student in ("runaway-disk", "runaway-tmp"):
+        rows = rows_of(graded, student)
+        assert rows and all("--disk" in r["reason"] for r in rows), rows
+        assert {r["status"] for r in rows} <= {"failed", "flagged"}, rows
+    used = [int(float(n) * (1024 if unit == "GiB" else 1)) for n, unit in
+            re.findall(r"runaway-disk: failed\n  - used more than 256 MiB on disk.*?disk ([\d.]+) (MiB|GiB)", graded["log"])]
+    assert used and used[0] < 1024, graded["log"]                                   # stopped well before 1.5 GiB
+
+
+def test_memory_stays_under_jobs_times_the_limit_and_nothing_is_left(graded):
+    bound = JOBS * (MEMORY + SLACK) + graded["grader"]
+    assert 0 < graded["all"] < bound, (graded["all"] >> 20, bound >> 20)
+    assert graded["left_in_work"] == [], graded["left_in_work"]
+    assert graded["processes_left"] == [], graded["processes_left"]                  # no grading process lives on
+
+
+def processes_in(folder: Path) -> list:
+    "Command lines of the processes whose working folder lies in `folder`."
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and Path(os.readlink(proc / "cwd")).is_relative_to(folder):
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("option, value, expected", [
+    ("--memory", "lots", "expected a size such as 512M, 2G or 1.5G"),
+    ("--disk", "0", "expected at least 1 MiB"),
+    ("--processes", "many", "expected a whole number of processes and threads"),
+])
+def test_a_bad_limit_is_refused_before_any_work(tmp_path, capsys, option, value, expected):
+    from tinytorch.cli import main
+    code = main(["grade", "11", str(tmp_path / "submissions"), "--course", str(tmp_path / "course"), option, value])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, (code, lines)
+    assert lines[0].startswith(f"tinytorch grade: {option} {value!r}: {expected}"), lines
+    assert not (tmp_path / "course").exists()
