@@ -176,7 +176,7 @@ def cmd_grade_merge(args) -> int:
         print(f"{len(m['attention'])} submission(s) need your attention: status failed/flagged in {m['path']}")
     return 0
 
-# %% ../nbs/92_cli.ipynb #main
+# %% ../nbs/92_cli.ipynb #arg-types
 def _int_in(low: int, high: int | None, expected: str):
     "An argparse type: a whole number in `[low, high]` (`high=None`: no upper bound), else an error saying `expected`."
     def parse(value: str) -> int:
@@ -193,6 +193,8 @@ _positive_int = _int_in(1, None, 'a positive integer')
 
 _port = _int_in(0, 65535, 'a port number 0 … 65535')
 
+
+# %% ../nbs/92_cli.ipynb #main
 def _add_demo(sub):
     p = sub.add_parser('demo', help="train embeddings on real text, end to end, and show what they learned")
     p.add_argument('--steps', type=_positive_int, default=400)
