@@ -8,7 +8,7 @@
 processes, disk) against the same run with every limit off, side by side (the order swapped each round),
 and reports seconds per submission and the peak memory of the grader and everything it started (sampled).
 
-Submissions are generated from the real release (reference solutions, untouched releases and a
+Submissions are generated from the real release (full-marks solutions, untouched releases and a
 broken function, in rotation). Prints a table; writes benchmarks/results/grading.json.
 """
 import argparse
