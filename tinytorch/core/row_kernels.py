@@ -11,7 +11,7 @@ from typing import List, NamedTuple, Optional
 import numpy as np
 
 from .parallel import parts_for, run_parallel
-from .tensor import Tensor
+from .tensor import Tensor, check_skip
 
 # %% auto #0
 __all__ = ['HEAVY_REPEATS', 'TokenIdError', 'as_token_ids', 'IdRuns', 'stable_order', 'id_runs', 'without_id', 'by_level',
@@ -344,15 +344,6 @@ def _plan_for(ids, num_rows, row_bytes, fresh, skip) -> Optional[_Plan]:
 # %% ../../nbs/11b_row_kernels.ipynb #add-rows-api
 _FEW_ROWS = 32              # up to this many rows, np.add.at (~1.6 µs a row) beats any plan (~80 µs)
 
-def _check_skip(skip, num_rows: int):
-    if skip is None:
-        return None
-    if isinstance(skip, (bool, np.bool_)) or not isinstance(skip, (int, np.integer)):
-        raise TypeError(f"skip must be a row id (an integer) or None, got {skip!r}")
-    if not 0 <= skip < num_rows:
-        raise ValueError(f"skip {skip} is outside [0, {num_rows})")
-    return int(skip)
-
 def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False,
                 skip: Optional[int] = None) -> np.ndarray:
     """`out[ids[j]] += rows[j]` for every j, duplicates included, in place; returns `out`.
@@ -368,7 +359,7 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
         raise ValueError(f"add_rows_at: {ids.size} ids need rows of shape {ids.shape + out.shape[1:]}, got {rows.shape}")
     if rows.dtype != out.dtype:
         raise TypeError(f"add_rows_at: rows have dtype {rows.dtype}, the table {out.dtype}")
-    n, num_rows, skip = ids.size, out.shape[0], _check_skip(skip, out.shape[0])
+    n, num_rows, skip = ids.size, out.shape[0], check_skip(skip, out.shape[0])
     if n <= _FEW_ROWS:      # sorting and planning would cost more than adding the rows one by one
         if fresh:
             out.fill(0)

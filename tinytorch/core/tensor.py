@@ -9,7 +9,8 @@ import contextlib
 import numpy as np
 
 # %% auto #0
-__all__ = ['is_grad_enabled', 'no_grad', 'unbroadcast', 'Tensor', 'RowSparseGrad', 'accumulate_grad', 'cross_entropy']
+__all__ = ['is_grad_enabled', 'no_grad', 'unbroadcast', 'Tensor', 'check_skip', 'RowSparseGrad', 'accumulate_grad',
+           'cross_entropy']
 
 # %% ../../nbs/01_tensor.ipynb #grad-mode
 _grad_enabled = True
@@ -132,7 +133,7 @@ def _add_rows_simple(dense: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh
     np.add.at(dense, *_leave_out(ids, rows, skip))
     return dense
 
-def _check_skip(skip, num_rows: int):
+def check_skip(skip, num_rows: int):
     "`skip` as a Python int, a row id in [0, num_rows), or None; anything else raises, naming the value."
     if skip is None:
         return None
@@ -158,7 +159,7 @@ class RowSparseGrad:
             raise TypeError(f"row ids must be integers, got dtype {ids.dtype}")
         if rows.shape != (ids.size,) + self.shape[1:]:
             raise ValueError(f"{ids.size} ids need rows of shape {(ids.size,) + self.shape[1:]}, got {rows.shape}")
-        self._parts = [(ids, rows, _check_skip(skip, self.shape[0]))]
+        self._parts = [(ids, rows, check_skip(skip, self.shape[0]))]
         self.keep_sparse = bool(keep_sparse)
         self._sum_rows = sum_rows or _sum_rows_simple
         self._add_rows = add_rows or _add_rows_simple
