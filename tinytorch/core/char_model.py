@@ -89,6 +89,7 @@ class CharModel:
     def __call__(self, ids) -> Tensor:
         return self.head(self.embed(ids))                       # (batch, seq, vocab) logits
 
+# %% ../../nbs/11d_char_model.ipynb #batches
 def _batches(ids: np.ndarray, seq_length: int, batch_size: int, rng):
     "Random windows: inputs (batch, seq) and their next-character targets."
     starts = rng.integers(0, len(ids) - seq_length - 1, batch_size)
@@ -104,6 +105,7 @@ def evaluate_loss(model: CharModel, ids: np.ndarray, seq_length: int, batches: i
                   (_batches(ids, seq_length, batch_size, rng) for _ in range(batches))]
     return float(np.mean(losses))
 
+# %% ../../nbs/11d_char_model.ipynb #train-loop
 def train_char_model(text: Optional[str] = None, steps: int = 400, seq_length: int = 32, batch_size: int = 32,
                      embedding_dim: int = 32, positions: str = 'learned', lr: float = 0.01, seed: int = 0,
                      max_seq_length: Optional[int] = None, progress=None, embedding_cls=None) -> dict:
