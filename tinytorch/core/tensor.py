@@ -187,24 +187,27 @@ class RowSparseGrad:
     indices = property(lambda self: self.coalesce()[0])
     values = property(lambda self: self.coalesce()[1])
 
-    def add_to(self, dense: np.ndarray) -> np.ndarray:
-        "Add this gradient into `dense` in place (only its rows are touched) and return `dense`."
-        if dense.shape != self.shape:
-            raise ValueError(f"cannot add a row-sparse gradient of shape {self.shape} into shape {dense.shape}")
-        if self._coalesced is not None:
-            indices, values = self._coalesced
-            dense[indices] += values       # indices are distinct, so this is exact
-            return dense
-        return self._run(self._add_rows, dense)
+# %% ../../nbs/01_tensor.ipynb #sparse-dense
+def _add_row_sparse_to(self: RowSparseGrad, dense: np.ndarray) -> np.ndarray:
+    "Add this gradient into `dense` in place (only its rows are touched) and return `dense`."
+    if dense.shape != self.shape:
+        raise ValueError(f"cannot add a row-sparse gradient of shape {self.shape} into shape {dense.shape}")
+    if self._coalesced is not None:
+        indices, values = self._coalesced
+        dense[indices] += values       # indices are distinct, so this is exact
+        return dense
+    return self._run(self._add_rows, dense)
 
-    def to_dense(self) -> np.ndarray:
-        "The gradient as a dense array (zeros outside the touched rows)."
-        if self._coalesced is not None:
-            indices, values = self._coalesced
-            out = np.zeros(self.shape, self.dtype)   # np.zeros maps zero pages lazily: untouched rows cost nothing yet
-            out[indices] = values
-            return out
-        return self._run(self._add_rows, np.empty(self.shape, self.dtype), fresh=True)
+def _row_sparse_to_dense(self: RowSparseGrad) -> np.ndarray:
+    "The gradient as a dense array (zeros outside the touched rows)."
+    if self._coalesced is not None:
+        indices, values = self._coalesced
+        out = np.zeros(self.shape, self.dtype)   # np.zeros maps zero pages lazily: untouched rows cost nothing yet
+        out[indices] = values
+        return out
+    return self._run(self._add_rows, np.empty(self.shape, self.dtype), fresh=True)
+
+RowSparseGrad.add_to, RowSparseGrad.to_dense = _add_row_sparse_to, _row_sparse_to_dense
 
 # %% ../../nbs/01_tensor.ipynb #sparse-add
 def _sum_row_sparse(self: RowSparseGrad, other) -> RowSparseGrad:
@@ -246,6 +249,34 @@ def _topological_order(root: Tensor) -> list:
         stack.extend((p, False) for p in node._parents if id(p) not in seen)
     return order
 
+# %% ../../nbs/01_tensor.ipynb #accumulate
+def _add_grads(a, b):
+    "Sum of two gradients for the same tensor; neither input is modified."
+    if isinstance(a, RowSparseGrad) and isinstance(b, RowSparseGrad):
+        return a + b
+    if isinstance(a, RowSparseGrad):
+        return a.add_to(b.copy())
+    if isinstance(b, RowSparseGrad):
+        return b.add_to(a.copy())
+    return a + b
+
+def accumulate_grad(leaf: Tensor, g):
+    "Add gradient `g` (array or RowSparseGrad) into `leaf.grad`, following the table above."
+    old = leaf.grad
+    if isinstance(g, RowSparseGrad):
+        if old is None or isinstance(old, RowSparseGrad):
+            total = g if old is None else old + g
+            leaf.grad = total if total.keep_sparse else total.to_dense()
+        else:
+            g.add_to(old)                # in place, only the touched rows
+    elif old is None:
+        leaf.grad = g.copy()             # g may be shared with other nodes: own a copy
+    elif isinstance(old, RowSparseGrad):
+        leaf.grad = old.add_to(g.copy())
+    else:
+        leaf.grad = old + g
+
+# %% ../../nbs/01_tensor.ipynb #backward-walk
 def _backward(self: Tensor, grad=None):
     "Back-propagate `grad` (default 1 for a one-element tensor) and accumulate into leaves' `.grad`."
     if not self.requires_grad:
@@ -273,32 +304,6 @@ def _backward(self: Tensor, grad=None):
                 continue
             key = id(parent)
             grads[key] = pg if key not in grads else _add_grads(grads[key], pg)
-
-def _add_grads(a, b):
-    "Sum of two gradients for the same tensor; neither input is modified."
-    if isinstance(a, RowSparseGrad) and isinstance(b, RowSparseGrad):
-        return a + b
-    if isinstance(a, RowSparseGrad):
-        return a.add_to(b.copy())
-    if isinstance(b, RowSparseGrad):
-        return b.add_to(a.copy())
-    return a + b
-
-def accumulate_grad(leaf: Tensor, g):
-    "Add gradient `g` (array or RowSparseGrad) into `leaf.grad`, following the table above."
-    old = leaf.grad
-    if isinstance(g, RowSparseGrad):
-        if old is None or isinstance(old, RowSparseGrad):
-            total = g if old is None else old + g
-            leaf.grad = total if total.keep_sparse else total.to_dense()
-        else:
-            g.add_to(old)                # in place, only the touched rows
-    elif old is None:
-        leaf.grad = g.copy()             # g may be shared with other nodes: own a copy
-    elif isinstance(old, RowSparseGrad):
-        leaf.grad = old.add_to(g.copy())
-    else:
-        leaf.grad = old + g
 
 Tensor.backward = _backward
 
