@@ -22,6 +22,46 @@ PAD, UNK, BOS, EOS = '<PAD>', '<UNK>', '<BOS>', '<EOS>'
 SPECIAL_TOKENS = [PAD, UNK, BOS, EOS]
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = range(len(SPECIAL_TOKENS))
 
+# %% ../../nbs/10_tokenization.ipynb #checks
+def _check_text(text):
+    "Raise `TypeError` unless `text` is a `str`."
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+
+def _as_texts(texts) -> list:
+    "A corpus as a list of str; accepts one str or a list/tuple of str."
+    if isinstance(texts, str): return [texts]
+    if not isinstance(texts, (list, tuple)):
+        raise TypeError(f"texts must be a str or a list of str, got {type(texts).__name__}")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__}")
+    return list(texts)
+
+# %% ../../nbs/10_tokenization.ipynb #id_list
+def _as_id_list(ids) -> list:
+    "`ids` (a list, tuple or 1-D integer array) as a list of Python ints."
+    if isinstance(ids, np.ndarray):
+        if ids.ndim != 1:
+            raise ValueError(f"expected a 1-D sequence of token ids, got an array of shape {ids.shape}")
+        if ids.dtype.kind not in 'iu':
+            raise TypeError(f"token ids must be integers, got an array of dtype {ids.dtype}")
+        return ids.tolist()
+    if not isinstance(ids, (list, tuple)):
+        raise TypeError(f"token ids must be a list, tuple or 1-D array of ints, got {type(ids).__name__}")
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f"token ids must be integers, got {type(i).__name__} {i!r}")
+    return [int(i) for i in ids]
+
+def _check_ids(self, ids) -> list:
+    "`ids` as a list of ints, each a valid id of the tokenizer `self`."
+    ids, n = self._as_id_list(ids), self.vocab_size
+    for i in ids:
+        if not 0 <= i < n:
+            raise ValueError(f"token id {i} is out of range: valid ids are 0..{n - 1}")
+    return ids
+
 # %% ../../nbs/10_tokenization.ipynb #base
 class BaseTokenizer:
     "Behaviour shared by all tokenizers: special tokens, input checks, `<BOS>`/`<EOS>` wrapping and padding."
@@ -41,46 +81,11 @@ class BaseTokenizer:
     def decode(self, ids, skip_special_tokens=True):
         raise NotImplementedError(f"{type(self).__name__} does not implement decode")
 
-    @staticmethod
-    def _check_text(text):
-        "Raise `TypeError` unless `text` is a `str`."
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
-
-    @staticmethod
-    def _as_texts(texts) -> list:
-        "A corpus as a list of str; accepts one str or a list/tuple of str."
-        if isinstance(texts, str): return [texts]
-        if not isinstance(texts, (list, tuple)):
-            raise TypeError(f"texts must be a str or a list of str, got {type(texts).__name__}")
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__}")
-        return list(texts)
-
-    @staticmethod
-    def _as_id_list(ids) -> list:
-        "`ids` (a list, tuple or 1-D integer array) as a list of Python ints."
-        if isinstance(ids, np.ndarray):
-            if ids.ndim != 1:
-                raise ValueError(f"expected a 1-D sequence of token ids, got an array of shape {ids.shape}")
-            if ids.dtype.kind not in 'iu':
-                raise TypeError(f"token ids must be integers, got an array of dtype {ids.dtype}")
-            return ids.tolist()
-        if not isinstance(ids, (list, tuple)):
-            raise TypeError(f"token ids must be a list, tuple or 1-D array of ints, got {type(ids).__name__}")
-        for i in ids:
-            if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
-                raise TypeError(f"token ids must be integers, got {type(i).__name__} {i!r}")
-        return [int(i) for i in ids]
-
-    def _check_ids(self, ids) -> list:
-        "`ids` as a list of ints, each a valid id of this tokenizer."
-        ids, n = self._as_id_list(ids), self.vocab_size
-        for i in ids:
-            if not 0 <= i < n:
-                raise ValueError(f"token id {i} is out of range: valid ids are 0..{n - 1}")
-        return ids
+    # the checks above, as methods of every tokenizer: `self._check_text(text)`, `self._check_ids(ids)`
+    _check_text = staticmethod(_check_text)
+    _as_texts = staticmethod(_as_texts)
+    _as_id_list = staticmethod(_as_id_list)
+    _check_ids = _check_ids
 
     def _add_specials(self, ids, add_special_tokens) -> list:
         return [BOS_ID, *ids, EOS_ID] if add_special_tokens else ids
@@ -236,11 +241,12 @@ class _PairCounts:
             if c > 0: heapq.heappush(self.heap, (-c, p))
             else: del self.counts[p], self.where[p]
 
-# %% ../../nbs/10_tokenization.ipynb #bpe
+# %% ../../nbs/10_tokenization.ipynb #bpe_ids
 _N_SPECIAL = len(SPECIAL_TOKENS)   # byte value b has id b + _N_SPECIAL
 _N_BASE = _N_SPECIAL + 256          # ids that exist before any merge
 _CACHE_SIZE = 100_000               # chunks remembered by `encode` before the cache is emptied
 
+# %% ../../nbs/10_tokenization.ipynb #bpe
 class BPETokenizer(BaseTokenizer):
     "Byte-level BPE: 4 special tokens, 256 byte tokens, then one token per learned merge."
     def __init__(self, vocab_size=1000):
@@ -250,19 +256,6 @@ class BPETokenizer(BaseTokenizer):
                              f"got {vocab_size!r}")
         self.target_vocab_size = int(vocab_size)
         self._install([])
-
-    @property
-    def vocab_size(self) -> int: return len(self.vocab)
-
-    def _install(self, merges):
-        "Make `merges`, a list of `(id, id)` pairs in learning order, the tokenizer's state."
-        vocab = {i: tok.encode() for i, tok in enumerate(SPECIAL_TOKENS)}
-        vocab.update((_N_SPECIAL + b, bytes([b])) for b in range(256))
-        for new_id, (a, b) in enumerate(merges, start=_N_BASE):
-            vocab[new_id] = vocab[a] + vocab[b]
-        self.merges, self.vocab = [tuple(m) for m in merges], vocab
-        self._ranks = {pair: rank for rank, pair in enumerate(self.merges)}
-        self._cache = {}
 
     def train(self, texts):
         """Learn merges from `texts` (a str or a list of str) until `target_vocab_size` ids exist or no pair
@@ -314,8 +307,25 @@ class BPETokenizer(BaseTokenizer):
         ### END SOLUTION
         return self._add_specials(ids, add_special_tokens)
 
-    def decode(self, ids, skip_special_tokens=True) -> str:
-        "The text of `ids`; special tokens are left out when `skip_special_tokens`, else written as e.g. '<BOS>'."
-        ids = self._check_ids(ids)
-        data = b''.join(self.vocab[i] for i in ids if not (skip_special_tokens and i < _N_SPECIAL))
-        return data.decode('utf-8', errors='replace')
+# %% ../../nbs/10_tokenization.ipynb #bpe_state
+def _install_merges(self: BPETokenizer, merges):
+    "Make `merges`, a list of `(id, id)` pairs in learning order, the tokenizer's state."
+    vocab = {i: tok.encode() for i, tok in enumerate(SPECIAL_TOKENS)}
+    vocab.update((_N_SPECIAL + b, bytes([b])) for b in range(256))
+    for new_id, (a, b) in enumerate(merges, start=_N_BASE):
+        vocab[new_id] = vocab[a] + vocab[b]
+    self.merges, self.vocab = [tuple(m) for m in merges], vocab
+    self._ranks = {pair: rank for rank, pair in enumerate(self.merges)}
+    self._cache = {}
+
+BPETokenizer._install = _install_merges
+BPETokenizer.vocab_size = property(lambda self: len(self.vocab))
+
+# %% ../../nbs/10_tokenization.ipynb #bpe_decode
+def _bpe_decode(self: BPETokenizer, ids, skip_special_tokens=True) -> str:
+    "The text of `ids`; special tokens are left out when `skip_special_tokens`, else written as e.g. '<BOS>'."
+    ids = self._check_ids(ids)
+    data = b''.join(self.vocab[i] for i in ids if not (skip_special_tokens and i < _N_SPECIAL))
+    return data.decode('utf-8', errors='replace')
+
+BPETokenizer.decode = _bpe_decode
