@@ -55,7 +55,7 @@ def _as_id_list(ids) -> list:
     return [int(i) for i in ids]
 
 def _check_ids(self, ids) -> list:
-    "`ids` as a list of ints, each a valid id of the tokenizer `self`."
+    "`ids` as a list of ints, each a valid id of this tokenizer."
     ids, n = self._as_id_list(ids), self.vocab_size
     for i in ids:
         if not 0 <= i < n:
@@ -318,8 +318,9 @@ def _install_merges(self: BPETokenizer, merges):
     self._ranks = {pair: rank for rank, pair in enumerate(self.merges)}
     self._cache = {}
 
-BPETokenizer._install = _install_merges
-BPETokenizer.vocab_size = property(lambda self: len(self.vocab))
+def _bpe_vocab_size(self: BPETokenizer) -> int: return len(self.vocab)
+
+BPETokenizer._install, BPETokenizer.vocab_size = _install_merges, property(_bpe_vocab_size)
 
 # %% ../../nbs/10_tokenization.ipynb #bpe_decode
 def _bpe_decode(self: BPETokenizer, ids, skip_special_tokens=True) -> str:
