@@ -90,164 +90,113 @@ class EmbeddingProfiler:
         self.bandwidth_gb_s = max(rate(one), rate(many))
         return self.bandwidth_gb_s
 
-    def measure_lookup_performance(self, embedding_layer, batch_sizes: Sequence[int],
-                                   seq_lengths: Sequence[int]) -> Dict[str, dict]:
-        """Median lookup time, tokens/s and GB/s (and % of the copy roofline) per (batch, seq).
+# %% ../../nbs/11c_profiling.ipynb #profiler-lookup
+def _measure_lookup_performance(self: EmbeddingProfiler, embedding_layer, batch_sizes: Sequence[int],
+                                seq_lengths: Sequence[int]) -> Dict[str, dict]:
+    """Median lookup time, tokens/s and GB/s (and % of the copy roofline) per (batch, seq).
 
-        Two timings: `forward` into a new output (what a training step pays, including the first
-        touch of fresh memory) and the bare gather into a reused output (`gather_*`), which is what
-        the roofline bounds."""
-        if self.bandwidth_gb_s is None:
-            self.measure_memory_bandwidth()
-        layer = embedding_layer
-        dim, itemsize = layer.embedding_dim, layer.weight.data.itemsize
-        results = {}
-        for batch in batch_sizes:
-            for seq in seq_lengths:
-                # a fresh batch per call, as in training: re-reading one batch would be served from cache
-                pool = self.rng.integers(0, layer.vocab_size, (self.repeats + self.warmup, batch, seq))
-                batches, again = iter(pool), iter(pool)
-                reused = np.zeros((batch, seq, dim), layer.weight.dtype)
-                with no_grad():
-                    t = self._time(lambda: layer.forward(next(batches)))
-                g = self._time(lambda: gather_rows(layer.weight.data, next(again), reused))
-                ids = pool[0]
-                seconds, n = t['median_ms'] / 1e3, batch * seq
-                moved = lookup_bytes(n, dim, itemsize, ids.itemsize)
-                gather_gb_s = moved / (g['median_ms'] / 1e3) / 1e9
-                results[f"batch_{batch}_seq_{seq}"] = {
-                    'batch_size': batch, 'seq_length': seq, 'total_tokens': n,
-                    'lookup_time_ms': t['median_ms'], 'lookup_time_min_ms': t['min_ms'],
-                    'lookup_time_max_ms': t['max_ms'], 'tokens_per_second': n / seconds,
-                    'time_per_token_us': seconds * 1e6 / n,
-                    'input_memory_mb': ids.nbytes / 2**20, 'output_memory_mb': n * dim * itemsize / 2**20,
-                    'memory_bandwidth_mb_s': moved / seconds / 2**20, 'gb_per_s': moved / seconds / 1e9,
-                    'roofline_fraction': moved / seconds / 1e9 / self.bandwidth_gb_s,
-                    'gather_time_ms': g['median_ms'], 'gather_gb_per_s': gather_gb_s,
-                    'gather_roofline_fraction': gather_gb_s / self.bandwidth_gb_s,
-                    'fresh_output_ms': t['median_ms'] - g['median_ms'],
-                }
-        self.results['lookup'] = results
-        return results
-
-    def measure_backward_performance(self, embedding_layer, batch_size: int = 8,
-                                     seq_length: int = 512) -> Dict[str, dict]:
-        "Median backward time into a dense and a row-sparse table gradient, and each gradient's size."
-        layer = embedding_layer
-        if not layer.weight.requires_grad:
-            raise ValueError("the layer is frozen: its table has no gradient to measure")
-        ids = self.rng.integers(0, layer.vocab_size, (batch_size, seq_length))
-        g = self.rng.standard_normal(ids.shape + (layer.embedding_dim,), dtype=np.float32)
-        saved_mode, saved_grad, results = layer.sparse, layer.weight.grad, {}
-        try:
-            for sparse in (False, True):
-                layer.sparse = sparse
-                out = layer(ids)
-                def backward():
-                    layer.weight.grad = None
-                    out.backward(g)
-                    if sparse:
-                        layer.weight.grad.coalesce()    # sum duplicates now, as an optimizer step would
-                t = self._time(backward)
-                grad = layer.weight.grad
-                stored = grad.nbytes if not sparse else grad.indices.nbytes + grad.values.nbytes
-                results['sparse' if sparse else 'dense'] = {
-                    'backward_time_ms': t['median_ms'], 'backward_time_min_ms': t['min_ms'],
-                    'backward_time_max_ms': t['max_ms'], 'gradient_memory_mb': stored / 2**20,
-                    'rows_touched': int(np.unique(ids).size), 'total_tokens': int(ids.size)}
-        finally:
-            layer.sparse, layer.weight.grad = saved_mode, saved_grad
-        self.results['backward'] = results
-        return results
-
-    def analyze_memory_scaling(self, vocab_sizes: Sequence[int], embedding_dims: Sequence[int], make_layer=None,
-                               tokens: tuple = (32, 64), verbose: bool = True) -> Dict[str, dict]:
-        """Parameters and memory of each table size (from its dtype), plus the median lookup time.
-
-        `make_layer(vocab_size, embedding_dim)` builds the layer to measure; by default the lesson's `Embedding`
-        (seed 0). The form `(make_layer, vocab_sizes, embedding_dims)` works too."""
-        if callable(vocab_sizes):                       # (make_layer, vocab_sizes, embedding_dims)
-            make_layer, vocab_sizes, embedding_dims = vocab_sizes, embedding_dims, make_layer
-        make_layer = make_layer or _lesson_embedding
-        results = {}
-        for vocab in vocab_sizes:
-            for dim in embedding_dims:
-                layer = make_layer(vocab, dim)
-                ids = self.rng.integers(0, vocab, tokens)
-                with no_grad():
-                    t = self._time(lambda: layer.forward(ids))
-                stats = layer.get_memory_usage()
-                results[f"vocab_{vocab}_dim_{dim}"] = {
-                    'vocab_size': vocab, 'embedding_dim': dim, 'total_parameters': stats['total_parameters'],
-                    'memory_mb': stats['total_memory_mb'], 'lookup_time_ms': t['median_ms'],
-                    'lookup_time_min_ms': t['min_ms'], 'lookup_time_max_ms': t['max_ms']}
-        if verbose:
-            print(f"{'vocab':>8} {'dim':>5} {'parameters':>12} {'MiB':>8} {'lookup ms (min-max)':>22}")
-            for r in results.values():
-                print(f"{r['vocab_size']:>8,} {r['embedding_dim']:>5} {r['total_parameters']:>12,} {r['memory_mb']:>8.2f} "
-                      f"{r['lookup_time_ms']:>9.3f} ({r['lookup_time_min_ms']:.3f}-{r['lookup_time_max_ms']:.3f})")
-        self.results['memory'] = results
-        return results
-
-    def compare_positional_encodings(self, seq_length: Optional[int] = None, embedding_dim: Optional[int] = None,
-                                     layers: Optional[Dict[str, object]] = None, batch_size: int = 16,
-                                     verbose: bool = True) -> Dict[str, dict]:
-        """Time and stored memory of adding positions to a (batch_size, seq_length, embedding_dim) input with each of
-        `layers` (name -> layer). By default the lesson's sinusoidal and learned layers, with room for
-        2 × seq_length positions (seq_length 100 and embedding_dim 256 unless given); with `layers` given, seq_length
-        and embedding_dim default to the first layer's. `compare_positional_encodings(layers)` works too."""
-        if isinstance(seq_length, dict):                # (layers, ...)
-            layers, seq_length = seq_length, None
-        if layers is None:
-            seq_length, embedding_dim = seq_length or 100, embedding_dim or 256
-            layers = _lesson_position_layers(2 * seq_length, embedding_dim)
-        first = next(iter(layers.values()))
-        seq_length, embedding_dim = seq_length or first.max_seq_length, embedding_dim or first.embedding_dim
-        x = Tensor(self.rng.standard_normal((batch_size, seq_length, embedding_dim), dtype=np.float32))
-        results = {}
-        for name, layer in layers.items():
+    Two timings: `forward` into a new output (what a training step pays, including the first
+    touch of fresh memory) and the bare gather into a reused output (`gather_*`), which is what
+    the roofline bounds."""
+    if self.bandwidth_gb_s is None:
+        self.measure_memory_bandwidth()
+    layer = embedding_layer
+    dim, itemsize = layer.embedding_dim, layer.weight.data.itemsize
+    results = {}
+    for batch in batch_sizes:
+        for seq in seq_lengths:
+            # a fresh batch per call, as in training: re-reading one batch would be served from cache
+            pool = self.rng.integers(0, layer.vocab_size, (self.repeats + self.warmup, batch, seq))
+            batches, again = iter(pool), iter(pool)
+            reused = np.zeros((batch, seq, dim), layer.weight.dtype)
             with no_grad():
-                t = self._time(lambda: layer.forward(x))
-            fixed = getattr(layer, 'pe', None)                 # a stored table that is not a parameter
-            stored = sum(p.data.nbytes for p in layer.parameters) + (fixed.data.nbytes if fixed is not None else 0)
-            results[name] = {
-                'computation_time_ms': t['median_ms'], 'computation_time_min_ms': t['min_ms'],
-                'memory_usage_mb': stored / 2**20,
-                'parameters': sum(p.size for p in layer.parameters), 'trainable': bool(layer.parameters)}
-        if verbose:
-            print(f"{'method':<11} {'median ms':>9} {'stored MiB':>10} {'trainable params':>17}")
-            for name, r in results.items():
-                print(f"{name:<11} {r['computation_time_ms']:>9.3f} {r['memory_usage_mb']:>10.2f} {r['parameters']:>17,}")
-        self.results['positional'] = results
-        return results
+                t = self._time(lambda: layer.forward(next(batches)))
+            g = self._time(lambda: gather_rows(layer.weight.data, next(again), reused))
+            ids = pool[0]
+            seconds, n = t['median_ms'] / 1e3, batch * seq
+            moved = lookup_bytes(n, dim, itemsize, ids.itemsize)
+            gather_gb_s = moved / (g['median_ms'] / 1e3) / 1e9
+            results[f"batch_{batch}_seq_{seq}"] = {
+                'batch_size': batch, 'seq_length': seq, 'total_tokens': n,
+                'lookup_time_ms': t['median_ms'], 'lookup_time_min_ms': t['min_ms'],
+                'lookup_time_max_ms': t['max_ms'], 'tokens_per_second': n / seconds,
+                'time_per_token_us': seconds * 1e6 / n,
+                'input_memory_mb': ids.nbytes / 2**20, 'output_memory_mb': n * dim * itemsize / 2**20,
+                'memory_bandwidth_mb_s': moved / seconds / 2**20, 'gb_per_s': moved / seconds / 1e9,
+                'roofline_fraction': moved / seconds / 1e9 / self.bandwidth_gb_s,
+                'gather_time_ms': g['median_ms'], 'gather_gb_per_s': gather_gb_s,
+                'gather_roofline_fraction': gather_gb_s / self.bandwidth_gb_s,
+                'fresh_output_ms': t['median_ms'] - g['median_ms'],
+            }
+    self.results['lookup'] = results
+    return results
 
-    def plot_memory_scaling(self, results: Optional[dict] = None, ax=None):
-        "Table size (MiB) against vocabulary size, one line per embedding_dim."
-        import matplotlib.pyplot as plt
-        results = results or self.results['memory']
-        if ax is None:
-            _, ax = plt.subplots(figsize=(6, 3.5))
-        for dim in sorted({r['embedding_dim'] for r in results.values()}):
-            rows = sorted((r['vocab_size'], r['memory_mb']) for r in results.values() if r['embedding_dim'] == dim)
-            ax.plot(*zip(*rows), marker='o', label=f'dim {dim}')
-        ax.set_xlabel('vocabulary size'); ax.set_ylabel('table size (MiB)')
-        ax.set_title('Embedding memory grows as vocab × dim'); ax.legend()
-        return ax
+EmbeddingProfiler.measure_lookup_performance = _measure_lookup_performance
 
-    def plot_lookup_throughput(self, results: Optional[dict] = None, ax=None):
-        "Achieved GB/s against tokens per batch, with this machine's copy bandwidth as the roofline."
-        import matplotlib.pyplot as plt
-        results = results or self.results['lookup']
-        if ax is None:
-            _, ax = plt.subplots(figsize=(6, 3.5))
-        rows = sorted((r['total_tokens'], r['gb_per_s'], r['gather_gb_per_s']) for r in results.values())
-        tokens, fresh, reused = zip(*rows)
-        ax.plot(tokens, reused, marker='o', label='gather into a reused output')
-        ax.plot(tokens, fresh, marker='s', label='forward (new output)')
-        ax.axhline(self.bandwidth_gb_s, color='k', linestyle='--', label=f'copy bandwidth {self.bandwidth_gb_s:.1f} GB/s')
-        ax.set_xscale('log'); ax.set_xlabel('tokens per batch'); ax.set_ylabel('GB/s moved')
-        ax.set_title('Lookups are bandwidth-bound'); ax.legend()
-        return ax
+# %% ../../nbs/11c_profiling.ipynb #profiler-backward
+def _measure_backward_performance(self: EmbeddingProfiler, embedding_layer, batch_size: int = 8,
+                                  seq_length: int = 512) -> Dict[str, dict]:
+    "Median backward time into a dense and a row-sparse table gradient, and each gradient's size."
+    layer = embedding_layer
+    if not layer.weight.requires_grad:
+        raise ValueError("the layer is frozen: its table has no gradient to measure")
+    ids = self.rng.integers(0, layer.vocab_size, (batch_size, seq_length))
+    g = self.rng.standard_normal(ids.shape + (layer.embedding_dim,), dtype=np.float32)
+    saved_mode, saved_grad, results = layer.sparse, layer.weight.grad, {}
+    try:
+        for sparse in (False, True):
+            layer.sparse = sparse
+            out = layer(ids)
+            def backward():
+                layer.weight.grad = None
+                out.backward(g)
+                if sparse:
+                    layer.weight.grad.coalesce()    # sum duplicates now, as an optimizer step would
+            t = self._time(backward)
+            grad = layer.weight.grad
+            stored = grad.nbytes if not sparse else grad.indices.nbytes + grad.values.nbytes
+            results['sparse' if sparse else 'dense'] = {
+                'backward_time_ms': t['median_ms'], 'backward_time_min_ms': t['min_ms'],
+                'backward_time_max_ms': t['max_ms'], 'gradient_memory_mb': stored / 2**20,
+                'rows_touched': int(np.unique(ids).size), 'total_tokens': int(ids.size)}
+    finally:
+        layer.sparse, layer.weight.grad = saved_mode, saved_grad
+    self.results['backward'] = results
+    return results
+
+EmbeddingProfiler.measure_backward_performance = _measure_backward_performance
+
+# %% ../../nbs/11c_profiling.ipynb #profiler-memory
+def _analyze_memory_scaling(self: EmbeddingProfiler, vocab_sizes: Sequence[int], embedding_dims: Sequence[int],
+                            make_layer=None, tokens: tuple = (32, 64), verbose: bool = True) -> Dict[str, dict]:
+    """Parameters and memory of each table size (from its dtype), plus the median lookup time.
+
+    `make_layer(vocab_size, embedding_dim)` builds the layer to measure; by default the lesson's `Embedding`
+    (seed 0). The form `(make_layer, vocab_sizes, embedding_dims)` works too."""
+    if callable(vocab_sizes):                       # (make_layer, vocab_sizes, embedding_dims)
+        make_layer, vocab_sizes, embedding_dims = vocab_sizes, embedding_dims, make_layer
+    make_layer = make_layer or _lesson_embedding
+    results = {}
+    for vocab in vocab_sizes:
+        for dim in embedding_dims:
+            layer = make_layer(vocab, dim)
+            ids = self.rng.integers(0, vocab, tokens)
+            with no_grad():
+                t = self._time(lambda: layer.forward(ids))
+            stats = layer.get_memory_usage()
+            results[f"vocab_{vocab}_dim_{dim}"] = {
+                'vocab_size': vocab, 'embedding_dim': dim, 'total_parameters': stats['total_parameters'],
+                'memory_mb': stats['total_memory_mb'], 'lookup_time_ms': t['median_ms'],
+                'lookup_time_min_ms': t['min_ms'], 'lookup_time_max_ms': t['max_ms']}
+    if verbose:
+        print(f"{'vocab':>8} {'dim':>5} {'parameters':>12} {'MiB':>8} {'lookup ms (min-max)':>22}")
+        for r in results.values():
+            print(f"{r['vocab_size']:>8,} {r['embedding_dim']:>5} {r['total_parameters']:>12,} {r['memory_mb']:>8.2f} "
+                  f"{r['lookup_time_ms']:>9.3f} ({r['lookup_time_min_ms']:.3f}-{r['lookup_time_max_ms']:.3f})")
+    self.results['memory'] = results
+    return results
+
+EmbeddingProfiler.analyze_memory_scaling = _analyze_memory_scaling
 
 # %% ../../nbs/11c_profiling.ipynb #design
 def analyze_embedding_system_design(configs: Optional[List[dict]] = None, dtype=np.float32,
@@ -270,3 +219,70 @@ def analyze_embedding_system_design(configs: Optional[List[dict]] = None, dtype=
             print(f"{r['name']:<12} {r['vocab_size']:>7,} {r['embed_dim']:>6,} {r['embedding_parameters']:>13,} "
                   f"{r['table_mb']:>10,.1f} {r['activations_mb']:>14,.1f}")
     return rows
+
+# %% ../../nbs/11c_profiling.ipynb #profiler-positional
+def _compare_positional_encodings(self: EmbeddingProfiler, seq_length: Optional[int] = None,
+                                  embedding_dim: Optional[int] = None, layers: Optional[Dict[str, object]] = None,
+                                  batch_size: int = 16, verbose: bool = True) -> Dict[str, dict]:
+    """Time and stored memory of adding positions to a (batch_size, seq_length, embedding_dim) input with each of
+    `layers` (name -> layer). By default the lesson's sinusoidal and learned layers, with room for
+    2 × seq_length positions (seq_length 100 and embedding_dim 256 unless given); with `layers` given, seq_length
+    and embedding_dim default to the first layer's. `compare_positional_encodings(layers)` works too."""
+    if isinstance(seq_length, dict):                # (layers, ...)
+        layers, seq_length = seq_length, None
+    if layers is None:
+        seq_length, embedding_dim = seq_length or 100, embedding_dim or 256
+        layers = _lesson_position_layers(2 * seq_length, embedding_dim)
+    first = next(iter(layers.values()))
+    seq_length, embedding_dim = seq_length or first.max_seq_length, embedding_dim or first.embedding_dim
+    x = Tensor(self.rng.standard_normal((batch_size, seq_length, embedding_dim), dtype=np.float32))
+    results = {}
+    for name, layer in layers.items():
+        with no_grad():
+            t = self._time(lambda: layer.forward(x))
+        fixed = getattr(layer, 'pe', None)                 # a stored table that is not a parameter
+        stored = sum(p.data.nbytes for p in layer.parameters) + (fixed.data.nbytes if fixed is not None else 0)
+        results[name] = {
+            'computation_time_ms': t['median_ms'], 'computation_time_min_ms': t['min_ms'],
+            'memory_usage_mb': stored / 2**20,
+            'parameters': sum(p.size for p in layer.parameters), 'trainable': bool(layer.parameters)}
+    if verbose:
+        print(f"{'method':<11} {'median ms':>9} {'stored MiB':>10} {'trainable params':>17}")
+        for name, r in results.items():
+            print(f"{name:<11} {r['computation_time_ms']:>9.3f} {r['memory_usage_mb']:>10.2f} {r['parameters']:>17,}")
+    self.results['positional'] = results
+    return results
+
+EmbeddingProfiler.compare_positional_encodings = _compare_positional_encodings
+
+# %% ../../nbs/11c_profiling.ipynb #profiler-plots
+def _plot_memory_scaling(self: EmbeddingProfiler, results: Optional[dict] = None, ax=None):
+    "Table size (MiB) against vocabulary size, one line per embedding_dim."
+    import matplotlib.pyplot as plt
+    results = results or self.results['memory']
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    for dim in sorted({r['embedding_dim'] for r in results.values()}):
+        rows = sorted((r['vocab_size'], r['memory_mb']) for r in results.values() if r['embedding_dim'] == dim)
+        ax.plot(*zip(*rows), marker='o', label=f'dim {dim}')
+    ax.set_xlabel('vocabulary size'); ax.set_ylabel('table size (MiB)')
+    ax.set_title('Embedding memory grows as vocab × dim'); ax.legend()
+    return ax
+
+def _plot_lookup_throughput(self: EmbeddingProfiler, results: Optional[dict] = None, ax=None):
+    "Achieved GB/s against tokens per batch, with this machine's copy bandwidth as the roofline."
+    import matplotlib.pyplot as plt
+    results = results or self.results['lookup']
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    rows = sorted((r['total_tokens'], r['gb_per_s'], r['gather_gb_per_s']) for r in results.values())
+    tokens, fresh, reused = zip(*rows)
+    ax.plot(tokens, reused, marker='o', label='gather into a reused output')
+    ax.plot(tokens, fresh, marker='s', label='forward (new output)')
+    ax.axhline(self.bandwidth_gb_s, color='k', linestyle='--', label=f'copy bandwidth {self.bandwidth_gb_s:.1f} GB/s')
+    ax.set_xscale('log'); ax.set_xlabel('tokens per batch'); ax.set_ylabel('GB/s moved')
+    ax.set_title('Lookups are bandwidth-bound'); ax.legend()
+    return ax
+
+EmbeddingProfiler.plot_memory_scaling = _plot_memory_scaling
+EmbeddingProfiler.plot_lookup_throughput = _plot_lookup_throughput
