@@ -9,7 +9,7 @@ NBS = Path(__file__).resolve().parents[1] / "nbs"
 LIMIT = 60
 EXPORT = ("#| export", "#| exports", "#| exporti")
 # Notebooks whose long cells are still to be split; each entry must go once its notebook passes (strict xfail).
-STILL_TO_SPLIT = {"11_embeddings"}
+STILL_TO_SPLIT = set()
 
 
 def long_exported_cells(notebook: Path, limit: int = LIMIT) -> list:

@@ -372,27 +372,30 @@ class PositionalEncoding:
     def __repr__(self):
         return f"PositionalEncoding(embedding_dim={self.embedding_dim}, max_seq_length={self.max_seq_length}, dropout={self.dropout})"
 
-    def visualize_encoding(self, seq_length: int = 10, dims_to_show: int = 8) -> None:
-        "Print the first positions × dimensions of the table."
-        rows, cols = min(seq_length, self.max_seq_length), min(dims_to_show, self.embedding_dim)
-        print("pos " + "".join(f"{'sin' if d % 2 == 0 else 'cos'}{d:<5d}" for d in range(cols)))
-        for p in range(rows):
-            print(f"{p:3d} " + "".join(f"{v:8.3f}" for v in self.pe.data[p, :cols]))
-        periods = 2 * math.pi * 10000 ** (np.arange(0, self.embedding_dim, 2) / self.embedding_dim)
-        print(f"wavelengths run from {periods[0]:.1f} positions (dims 0-1) "
-              f"to {periods[-1]:,.0f} positions (last pair)")
+# %% ../../nbs/11_embeddings.ipynb #pe-show
+def _visualize_encoding(self: PositionalEncoding, seq_length: int = 10, dims_to_show: int = 8) -> None:
+    "Print the first positions × dimensions of the table."
+    rows, cols = min(seq_length, self.max_seq_length), min(dims_to_show, self.embedding_dim)
+    print("pos " + "".join(f"{'sin' if d % 2 == 0 else 'cos'}{d:<5d}" for d in range(cols)))
+    for p in range(rows):
+        print(f"{p:3d} " + "".join(f"{v:8.3f}" for v in self.pe.data[p, :cols]))
+    periods = 2 * math.pi * 10000 ** (np.arange(0, self.embedding_dim, 2) / self.embedding_dim)
+    print(f"wavelengths run from {periods[0]:.1f} positions (dims 0-1) "
+          f"to {periods[-1]:,.0f} positions (last pair)")
 
-    def plot(self, seq_length: int = 100, ax=None):
-        "Heatmap of the table, position × dimension (matplotlib is imported only here)."
-        import matplotlib.pyplot as plt
-        if ax is None:
-            _, ax = plt.subplots(figsize=(8, 3.5))
-        image = ax.imshow(self.pe.data[:min(seq_length, self.max_seq_length)].T, aspect='auto',
-                          cmap='RdBu', vmin=-1, vmax=1, origin='lower')
-        ax.set_xlabel('position'); ax.set_ylabel('dimension')
-        ax.set_title(f'Sinusoidal positional encoding (dim={self.embedding_dim})')
-        ax.figure.colorbar(image, ax=ax)
-        return ax
+def _plot_encoding(self: PositionalEncoding, seq_length: int = 100, ax=None):
+    "Heatmap of the table, position × dimension (matplotlib is imported only here)."
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.5))
+    image = ax.imshow(self.pe.data[:min(seq_length, self.max_seq_length)].T, aspect='auto',
+                      cmap='RdBu', vmin=-1, vmax=1, origin='lower')
+    ax.set_xlabel('position'); ax.set_ylabel('dimension')
+    ax.set_title(f'Sinusoidal positional encoding (dim={self.embedding_dim})')
+    ax.figure.colorbar(image, ax=ax)
+    return ax
+
+PositionalEncoding.visualize_encoding, PositionalEncoding.plot = _visualize_encoding, _plot_encoding
 
 # %% ../../nbs/11_embeddings.ipynb #learned
 class LearnedPositionalEmbedding:
