@@ -271,6 +271,7 @@ def _add_metadata(sub):
     p.add_argument('--check', action='store_true'); p.add_argument('--nbs')
     p.set_defaults(func=cmd_metadata)
 
+# %% ../nbs/92_cli.ipynb #commands
 _ADD_COMMAND = {'demo': _add_demo, 'release': _add_release, 'test': _add_test, 'grade': _add_grade, 'grade-merge': _add_grade_merge, 'formgrade': _add_formgrade, 'grades': _add_grades, 'docs': _add_docs, 'metadata': _add_metadata}
 
 # The course module each command needs. A student workspace ships only the student's tooling (`selftest`), so
@@ -283,6 +284,7 @@ def available_commands() -> list:
     return [c for c in _ADD_COMMAND
             if c not in COMMAND_MODULES or importlib.util.find_spec(f'tinytorch.course.{COMMAND_MODULES[c]}')]
 
+# %% ../nbs/92_cli.ipynb #entry
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='tinytorch', description="tinytorch course commands")
     sub = parser.add_subparsers(dest='command', required=True)
