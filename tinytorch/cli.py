@@ -36,6 +36,7 @@ def read_text_file(path) -> str:
     except UnicodeDecodeError as e:
         raise DemoInputError(f"--text {path}: not UTF-8 text (invalid byte at offset {e.start})") from None
 
+# %% ../nbs/92_cli.ipynb #demo-progress
 def _progress_bar(steps: int, out):
     "A progress callback: a redrawn bar on a terminal, a line every 10% otherwise."
     tty = hasattr(out, 'isatty') and out.isatty()
@@ -50,6 +51,7 @@ def _progress_bar(steps: int, out):
             print(f"  step {done:>5}/{steps}  loss {loss:.3f}", file=out)
     return show
 
+# %% ../nbs/92_cli.ipynb #demo-run
 def demo(steps: int = 400, seed: int = 0, text_path=None, out_dir='demo_output', plots: bool = True,
          out=None) -> dict:
     "Tokenize → embed → positions → train → analyse (`char_model.demo_measures`); prints the story to `out` (default `sys.stdout`)."
@@ -81,6 +83,7 @@ def _folder_to_write(value, option: str):
         raise OutputInTheWay(f"{option} {value}: is a file, expected a folder to write into")
     return value
 
+# %% ../nbs/92_cli.ipynb #cmd-demo-release
 def cmd_demo(args) -> int:
     demo(steps=args.steps, seed=args.seed, text_path=args.text, out_dir=_folder_to_write(args.out, '--out'))   # bad --text: main() reports it
     return 0
@@ -96,6 +99,7 @@ def cmd_release(args) -> int:
     print(f"student notebook written: {path}")
     return 0
 
+# %% ../nbs/92_cli.ipynb #cmd-test
 def cmd_test(args) -> int:
     from tinytorch.course.notebooks import find_notebook
     from tinytorch.course.selftest import format_report, run_notebook_tests
@@ -106,6 +110,7 @@ def cmd_test(args) -> int:
     print(format_report(report))
     return 0 if report['parts'] and report['points'] == report['max_points'] else 1
 
+# %% ../nbs/92_cli.ipynb #cmd-grade
 def cmd_grade(args) -> int:
     from tinytorch.course.grading import grade
     from tinytorch.course.limits import parse_limits
@@ -141,12 +146,14 @@ def cmd_grades(args) -> int:
           + (f"; withheld (they would show hidden tests): {', '.join(withheld)}" if withheld else ''))
     return 0
 
+# %% ../nbs/92_cli.ipynb #cmd-docs
 def cmd_docs(args) -> int:
     from tinytorch.course.docs import build_docs
     site = build_docs(out_dir=_folder_to_write(args.out, '--out'), nbs_dir=_nbs_dir(args.nbs))      # logs pages and build time
     print(f"open {Path(site).resolve() / 'index.html'}")
     return 0
 
+# %% ../nbs/92_cli.ipynb #cmd-metadata
 def cmd_metadata(args) -> int:
     from tinytorch.course.assignments import sync_metadata
     folder = _nbs_dir(args.nbs)
@@ -264,6 +271,7 @@ def _add_metadata(sub):
     p.add_argument('--check', action='store_true'); p.add_argument('--nbs')
     p.set_defaults(func=cmd_metadata)
 
+# %% ../nbs/92_cli.ipynb #commands
 _ADD_COMMAND = {'demo': _add_demo, 'release': _add_release, 'test': _add_test, 'grade': _add_grade, 'grade-merge': _add_grade_merge, 'formgrade': _add_formgrade, 'grades': _add_grades, 'docs': _add_docs, 'metadata': _add_metadata}
 
 # The course module each command needs. A student workspace ships only the student's tooling (`selftest`), so
@@ -276,6 +284,7 @@ def available_commands() -> list:
     return [c for c in _ADD_COMMAND
             if c not in COMMAND_MODULES or importlib.util.find_spec(f'tinytorch.course.{COMMAND_MODULES[c]}')]
 
+# %% ../nbs/92_cli.ipynb #entry
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='tinytorch', description="tinytorch course commands")
     sub = parser.add_subparsers(dest='command', required=True)

@@ -44,6 +44,7 @@ def _balanced(src: str, begin: str, end: str, where: str) -> bool:
     if depth: raise MarkerError(f"{where}: '{begin}' is never closed")
     return seen
 
+# %% ../../nbs/91_assignments.ipynb #cell-role
 def cell_role(cell, where: str = 'cell') -> tuple:
     "(role, grade_id, points) for a cell: role is 'solution', 'test', 'answer', 'given' or None."
     src, cid = cell_source(cell), cell.get('id', '')
@@ -111,6 +112,7 @@ def expected_metadata(nb: dict, name: str = 'notebook') -> list:
         out.append(managed)
     return out
 
+# %% ../../nbs/91_assignments.ipynb #sync-write
 _MANAGED = ('nbgrader', 'editable', 'deletable')
 
 def _apply(nb: dict, expected: list) -> list:
@@ -135,6 +137,7 @@ def sync_metadata(path, check: bool = False) -> list:
         write_nb(nb, path)
     return [nb['cells'][i].get('id', str(i)) for i in changed]
 
+# %% ../../nbs/91_assignments.ipynb #graded-parts
 def graded_parts(notebook) -> list:
     "[(grade_id, role, points)] of a notebook's graded cells (tests and written answers), in order; `notebook`: a path or a notebook read."
     nb = notebook if isinstance(notebook, dict) else read_nb(notebook)
@@ -164,10 +167,12 @@ c.Execute.skip_cells_with_tag = "{skip_tag}"
 c.OverwriteCells.add_missing_cells = True
 '''
 
+# %% ../../nbs/91_assignments.ipynb #course-check
 def check_metadata(path) -> list:
     "Cell ids whose committed nbgrader metadata differs from what the markers say."
     return sync_metadata(path, check=True)
 
+# %% ../../nbs/91_assignments.ipynb #course-write
 def write_course(course_dir, notebooks, cell_timeout: int = 30) -> Path:
     "A fresh nbgrader course folder with `source/<stem>/<notebook>` for each notebook."
     course_dir = Path(course_dir)
@@ -183,6 +188,7 @@ def write_course(course_dir, notebooks, cell_timeout: int = 30) -> Path:
         shutil.copy(nb, dest / nb.name)
     return course_dir
 
+# %% ../../nbs/91_assignments.ipynb #course-run
 def tool_env() -> dict:
     "The environment for nbgrader & co.: this Python's `bin/` first on PATH (nbgrader calls `alembic`)."
     env = dict(os.environ)
@@ -222,6 +228,7 @@ def public_text(notebook) -> str:
     "A notebook's text outside solution regions, hidden tests and written answers."
     return '\n'.join(_partition(notebook)[1])
 
+# %% ../../nbs/91_assignments.ipynb #release-secrets
 def secret_lines(notebook, min_length: int = 30, solutions: bool = True) -> set:
     """Lines longer than `min_length` inside hidden-test blocks and (if `solutions`) solution regions
     and written-answer cells, minus comments and lines the public part of the notebook also shows."""
@@ -230,6 +237,7 @@ def secret_lines(notebook, min_length: int = 30, solutions: bool = True) -> set:
     return {t for t in (l.strip() for l in secret)
             if len(t) > min_length and not t.startswith('#') and t not in public_text}
 
+# %% ../../nbs/91_assignments.ipynb #release-leaks
 def notebook_text(path) -> str:
     "All cell sources and outputs of a notebook as plain text (JSON escapes undone)."
     nb = read_nb(path)
@@ -339,6 +347,7 @@ def workspace_leaks(folder, secrets: set) -> list:
         hits += [(str(path), s) for s in find_leaks(secrets, text)]
     return hits
 
+# %% ../../nbs/91_assignments.ipynb #workspace-build
 def build_workspace(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
     "Write a student workspace for `module` into `dest` (which must not exist or be empty)."
     nbs_dir, dest = Path(nbs_dir), Path(dest)

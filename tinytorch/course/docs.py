@@ -78,6 +78,7 @@ def documented_names(source: str) -> list:
     return [node.name for node in tree.body
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith('_')]
 
+# %% ../../nbs/94_docs.ipynb #names-links
 def link_targets(modules) -> dict:
     "`{'Embedding': 'tinytorch.core.embeddings.Embedding', 'Embedding.forward': ..., ...}` for the `__all__` of `modules`; ambiguous short names are left out."
     targets, seen = {}, {}
@@ -93,6 +94,7 @@ def link_targets(modules) -> dict:
                 targets[short] = full
     return {k: v for k, v in targets.items() if seen[k] == 1}
 
+# %% ../../nbs/94_docs.ipynb #names-linkify
 _INLINE_CODE = re.compile(r'(?<![`\w])`([A-Za-z_][\w.]*)(\(\))?`(?!`)')
 
 def linkify(text: str, targets: dict) -> str:
@@ -113,6 +115,7 @@ def linkify(text: str, targets: dict) -> str:
                                                 if mm.group(1) in targets else mm.group(0)), line))
     return '\n'.join(out)
 
+# %% ../../nbs/94_docs.ipynb #names-rst
 _RST_CODE = re.compile(r'``.+?``|`([^`\n]+)`')
 
 _LIST_ITEM = re.compile(r'\s*(\d+\.|[-*+])\s')
@@ -202,6 +205,7 @@ def _figure_alt(cell: dict, directives: dict, module: str) -> str | None:
                          "'#| fig-alt: ...' line: add one that says what the figure shows")
     return alt
 
+# %% ../../nbs/94_docs.ipynb #publish-cells
 def _strip_directives(source: str) -> str:
     lines = source.splitlines()
     while lines and (lines[0].startswith('#|') or not lines[0].strip()): lines.pop(0)

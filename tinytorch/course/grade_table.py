@@ -52,6 +52,7 @@ def _sentence(text: str, limit: int = 120) -> str:
     first = text.split('\n')[0].split('; ')[0].strip()
     return first if len(first) <= limit else first[:limit - 1].rsplit(' ', 1)[0] + ' …'
 
+# %% ../../nbs/93d_grade_table.ipynb #status-part
 def part_status(result: StudentResult, part: Part) -> tuple:
     """(status, reason) of one part: failed, needs manual grading, flagged or graded. The reason is one short
     sentence (the whole story is in the grading log); it also says when the part was graded without a sandbox."""

@@ -99,6 +99,7 @@ def exported_source(nb: dict) -> str:
             parts.append('\n'.join(l for l in cell_source(cell).splitlines() if not l.startswith('#|')))
     return '# exported from a student submission by tinytorch grade\n\n' + '\n\n'.join(parts) + '\n'
 
+# %% ../../nbs/93_grading.ipynb #second-run
 def recheck_submission(submission: dict, source_nb: Path, test_parts: list, workdir: Path, cell_timeout: int,
                        wall_seconds: float, uid: int | None, sandbox: Sandbox | None,
                        limits: Limits | None = None) -> RecheckResult:
@@ -156,6 +157,7 @@ def _read_submission(path: Path) -> dict:
     except (NotebookError, UnicodeDecodeError, OSError):
         raise RuntimeError(f"{path.name} is not a readable notebook") from None
 
+# %% ../../nbs/93_grading.ipynb #checks-recheck
 def _apply_recheck(result: StudentResult, verdicts: RecheckResult):
     "Record the re-check's points on each code part, and flag where it disagrees with nbgrader."
     tests = [p for p in result.parts.values() if p.kind == 'test']
@@ -278,6 +280,7 @@ def find_submissions(submissions_dir, notebook_name: str) -> list:
     folders = sorted(p for p in Path(submissions_dir).iterdir() if p.is_dir() and not p.name.startswith('.'))
     return [(p.name, p / notebook_name if (p / notebook_name).exists() else None) for p in folders]
 
+# %% ../../nbs/93_grading.ipynb #find-module
 def _default_exp(nb: dict, name: str) -> str:
     "The module notebook `nb` (named `name`) exports to; BadInput when it names none."
     exp = default_exp(nb)
@@ -285,6 +288,7 @@ def _default_exp(nb: dict, name: str) -> str:
         raise BadInput(f"{name} has no '#| default_exp' cell")
     return exp
 
+# %% ../../nbs/93_grading.ipynb #find-package
 def _grading_package(module: str, dest: Path) -> Path:
     "A copy of the tinytorch package whose graded `module` is a stub: student code can't import or read the solution."
     import tinytorch
@@ -336,6 +340,7 @@ def _publish(setup: GradingSetup, course_dir: Path, result: StudentResult, hidde
         shutil.rmtree(result.workdir, ignore_errors=True)
         result.workdir = None
 
+# %% ../../nbs/93_grading.ipynb #collect-snapshot
 def _snapshot_submissions(subs: list, folder: Path) -> list:
     "Copy every submission into a root-only folder first: a submission graded early can't delete a later one."
     if folder.exists():
@@ -367,6 +372,7 @@ def _result_line(r: StudentResult) -> str:
     return (f"  {r.student:<20} {r.points:6g}/{r.max_points:<6g} {status:<8} {r.seconds:5.1f} s"
             + (f"  {r.failure or '; '.join(r.flags)}" if (r.failure or r.flags) else ''))
 
+# %% ../../nbs/93_grading.ipynb #grade-all-run
 def _grade_all(setup: GradingSetup, subs: list, course_dir: Path, jobs: int, log) -> list:
     "Grade `subs` in `jobs` parallel slots; publish each result and merge it into the master gradebook, in order."
     slots = queue.Queue()

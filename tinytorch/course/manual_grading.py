@@ -102,6 +102,7 @@ def formgrader_command(course: Path, port: int, token: str, ip: str = '127.0.0.1
             f'--ServerApp.port={port}', '--ServerApp.port_retries=0', f'--ServerApp.root_dir={course.resolve()}',
             f'--IdentityProvider.token={token}']
 
+# %% ../../nbs/93f_manual_grading.ipynb #serve-port
 def _check_port(ip: str, port: int) -> int:
     "`port`, or a free one when 0; a port in use is the user's to change."
     with socket.socket() as s:
@@ -111,6 +112,7 @@ def _check_port(ip: str, port: int) -> int:
             raise BadInput(f"port {port} on {ip} is in use: pass another --port") from None
         return s.getsockname()[1]
 
+# %% ../../nbs/93f_manual_grading.ipynb #serve-wait
 def _wait_until_serving(url: str, server: subprocess.Popen, log: Path):
     "Return once the server answers `url`; raise with the end of its log if it exits first."
     while server.poll() is None:
@@ -203,6 +205,7 @@ def final_grades(course_dir, module) -> tuple:
         rows.append(row)
     return parts, rows
 
+# %% ../../nbs/93f_manual_grading.ipynb #table-write
 def write_final_grades(parts: dict, rows: list, out) -> Path:
     "Write `final_grades`' result as CSV to `out` (complete or not at all)."
     out = Path(out)
@@ -226,6 +229,7 @@ def _feedback_header(assignment: str, row: dict, parts: dict) -> str:
              + (f": {row['details']}" if row['details'] else '') + ").", '', '| part | points |', '|---|---|']
     return '\n'.join(lines + [f"| `{p}` | {row[p] or '–'} / {top:g} |" for p, top in parts.items()])
 
+# %% ../../nbs/93f_manual_grading.ipynb #feedback-comments
 def with_comments(nb: dict, comments: dict) -> dict:
     "`nb` with a markdown cell holding each comment right after the graded cell it is about."
     cells = []
@@ -236,6 +240,7 @@ def with_comments(nb: dict, comments: dict) -> dict:
             cells.append(_comment_cell(grade_id, comments[grade_id]))
     return dict(nb, cells=cells)
 
+# %% ../../nbs/93f_manual_grading.ipynb #feedback-pages
 def regenerate_feedback(course: Path, assignment: str, parts: dict, rows: list) -> dict:
     "Rewrite each graded student's feedback page from `final_grades`' result; student -> page (None: withheld)."
     scores = read_gradebook(course, assignment)

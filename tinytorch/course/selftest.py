@@ -11,7 +11,7 @@ from .nbtests import code_cells
 from .notebooks import read_nb
 
 # %% auto #0
-__all__ = ['KERNEL_ARGS', 'run_notebook_tests', 'format_report']
+__all__ = ['KERNEL_ARGS', 'format_report', 'run_notebook_tests']
 
 # %% ../../nbs/90a_selftest.ipynb #error
 def _cell_error(cell) -> str | None:
@@ -21,6 +21,22 @@ def _cell_error(cell) -> str | None:
             value = out.get('evalue', '').strip().splitlines()
             return f"{out.get('ename', 'Error')}: {value[0] if value else ''}".rstrip(': ')
     return None
+
+# %% ../../nbs/90a_selftest.ipynb #report
+def format_report(report: dict) -> str:
+    "A readable pass/fail table of `run_notebook_tests`' result."
+    lines = [f"Testing {report['notebook']}"]
+    width = max([len(p['grade_id']) for p in report['parts']] + [10])
+    for p in report['parts']:
+        status = 'PASS' if p['error'] is None else 'FAIL'
+        line = f"  {status}  {p['grade_id']:<{width}}  {p['points']:g}/{p['max_points']:g}"
+        lines.append(line + (f"   {p['error']}" if p['error'] else ''))
+    if report['other_errors']:
+        lines.append("  Other cells raised errors (later tests may fail because of them):")
+        lines += [f"    cell {e['cell']}: {e['error']}" for e in report['other_errors'][:8]]
+    lines.append(f"Total: {report['points']:g}/{report['max_points']:g} points from the tests in this notebook"
+                 " (hidden tests and written answers are graded by your instructor)")
+    return '\n'.join(lines)
 
 # %% ../../nbs/90a_selftest.ipynb #execute
 KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]   # a student sees the report, not the kernel's own TCP warning
@@ -53,19 +69,3 @@ def run_notebook_tests(notebook, timeout: int = 60) -> dict:
             other_errors.append({'cell': cell.cell_id, 'error': error})
     return {'notebook': str(path), 'parts': parts, 'other_errors': other_errors,
             'points': sum(p['points'] for p in parts), 'max_points': sum(p['max_points'] for p in parts)}
-
-# %% ../../nbs/90a_selftest.ipynb #report
-def format_report(report: dict) -> str:
-    "A readable pass/fail table of `run_notebook_tests`' result."
-    lines = [f"Testing {report['notebook']}"]
-    width = max([len(p['grade_id']) for p in report['parts']] + [10])
-    for p in report['parts']:
-        status = 'PASS' if p['error'] is None else 'FAIL'
-        line = f"  {status}  {p['grade_id']:<{width}}  {p['points']:g}/{p['max_points']:g}"
-        lines.append(line + (f"   {p['error']}" if p['error'] else ''))
-    if report['other_errors']:
-        lines.append("  Other cells raised errors (later tests may fail because of them):")
-        lines += [f"    cell {e['cell']}: {e['error']}" for e in report['other_errors'][:8]]
-    lines.append(f"Total: {report['points']:g}/{report['max_points']:g} points from the tests in this notebook"
-                 " (hidden tests and written answers are graded by your instructor)")
-    return '\n'.join(lines)

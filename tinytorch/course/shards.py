@@ -130,6 +130,7 @@ def _shard_course(csv_path: Path) -> tuple:
         raise BadInput(f"{course / 'source'}: expected one assignment folder, found {sources}")
     return course, sources[0]
 
+# %% ../../nbs/93e_shards.ipynb #course-checks-2
 def _files(folder: Path) -> dict:
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob('*')) if p.is_file()}
 
