@@ -19,8 +19,14 @@ of lists (both frameworks convert it inside the timed call: torch.tensor(ids) fo
 plus the fixed cost of one call (1 id: forward on the 10k table; forward + dense backward on a
 64 x 256 table, so that no big zero table hides the fixed cost), hot, many rounds. The dense gradient
 is asserted bit-equal (float32 bit patterns) to torch's in every configuration, with and without padding. Each target prints
-PASS or MISS; the load average is printed at the start and the end (other work on the machine moves
-every number). --quick: fewer rounds and no details, for development.
+PASS or MISS (from the ratio of the medians), then the middle half (25-75%) of the ratios ours / torch
+taken round by round (the two calls of one round run back to back, so a busy spell of the machine
+moves both: when that range reaches below the target, a MISS is within the race's noise), and the
+median minor page faults of one call of each (fresh memory mapped page by page as it is first written:
+glibc's malloc hands out new pages or reuses freed ones depending on what was freed before, so a
+framework's faults, and its time, can change from one race to the next). The load average is printed
+with every target and at the start and the end (other work on the machine moves every number).
+--quick: fewer rounds and no details, for development.
 --torch-huge-pages sets THP_MEM_ALLOC_ENABLE=1 before torch loads: its allocator then asks for
 transparent huge pages as NumPy already does for large arrays (the stretch comparison).
 
@@ -70,6 +76,7 @@ import gc
 import json
 import os
 import platform
+import resource
 import time
 import tracemalloc
 from pathlib import Path
@@ -123,18 +130,27 @@ def timed(fn):
 ORDER = np.random.default_rng(12345)      # the order of the contenders within each round
 
 
-def interleaved_samples(fns, repeats, warmup=2, setup=None):
+def minor_faults():
+    "Minor page faults of this process so far (all threads): each is a page of fresh memory mapped on first touch."
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def interleaved_samples(fns, repeats, warmup=2, setup=None, faults=None):
     """ms of every timed call of each function in `fns` (a dict), in rounds that run each function
-    once, in a new random order. `setup(name)` runs untimed before each call."""
+    once, in a new random order. `setup(name)` runs untimed before each call. With a dict `faults`,
+    `faults[name]` gets the minor page faults of every timed call (counted outside the timed span)."""
     samples, names = {name: [] for name in fns}, list(fns)
     for i in range(warmup + repeats):
         ORDER.shuffle(names)
         for name in names:
             if setup:
                 setup(name)
+            before = minor_faults() if faults is not None else 0
             t = timed(fns[name])
             if i >= warmup:
                 samples[name].append(t * 1e3)
+                if faults is not None:
+                    faults.setdefault(name, []).append(minor_faults() - before)
     return samples
 
 
@@ -175,14 +191,24 @@ def flush_caches():
     np.copyto(COPY["dst"], COPY["src"])
 
 
+class Race(dict):
+    """Median ms of each contender (the dict), plus `.samples` (ms of every call, by round), `.faults`
+    (median minor page faults per call) and `.paired` (ours / torch within each round, when both ran)."""
+
+
 def race(fns, rounds, setup=None, cold=False):
-    "Median ms of each of `fns`, one call each per round in a random order; `setup(name)` and, cold, a flush before every call."
+    "A `Race` of `fns`: one call each per round in a random order; `setup(name)` and, cold, a flush before every call."
     def before(name):
         if setup:
             setup(name)
         if cold:
             flush_caches()
-    return interleaved(fns, rounds, setup=before)
+    faults = {}
+    samples = interleaved_samples(fns, rounds, setup=before, faults=faults)
+    result = Race({name: float(np.median(s)) for name, s in samples.items()})
+    result.samples, result.faults = samples, {name: float(np.median(f)) for name, f in faults.items()}
+    result.paired = np.divide(samples["ours"], samples["torch"]) if "torch" in samples else None
+    return result
 
 
 def same_bits(a, b):
@@ -242,11 +268,13 @@ def bench_targets(name, vocab, dim, shape, hot_rounds, cold_rounds, use_torch, p
             rounds = hot_rounds if regime == "hot" else cold_rounds
             t = race(contenders, rounds, None if op == "forward" else forget_grads, cold=regime == "cold")
             ratio = t["ours"] / t["torch"] if use_torch else None
+            paired = None if t.paired is None else [float(q) for q in np.percentile(t.paired, [25, 75])]
             rows.append({"config": name, "vocab": vocab, "dim": dim, "ids": list(shape), "padding_idx": pad,
                          "ids_as": form, "regime": regime, "op": op,
                          "rounds": rounds, "ours_ms": t["ours"], "torch_ms": t.get("torch"), "ratio": ratio,
                          "target": TARGETS[op], "met": None if ratio is None else ratio <= TARGETS[op],
-                         "load": os.getloadavg()[0]})
+                         "paired_ratio_iqr": paired, "ours_faults": t.faults["ours"],
+                         "torch_faults": t.faults.get("torch"), "load": os.getloadavg()[0]})
     dense = {}
     for sparse in (False, True):
         layer.sparse = sparse
@@ -277,15 +305,21 @@ def bench_fixed_cost(rounds, use_torch):
 
 
 def print_targets(rows, fixed):
-    print(f"| {'config':<6} | {'pad':<4} | {'ids as':<6} | {'regime':<6} | {'target operation':<17} | {'ours ms':>8} | {'torch ms':>8} | {'ratio':>6} | target | result | load")
-    print("|--------|------|--------|--------|-------------------|----------|----------|--------|--------|--------|-----")
+    """The target table: medians and their ratio (what PASS / MISS judges), the middle half of the
+    per-round ratios (a MISS whose range reaches below the target is a coin toss at this many rounds)
+    and the median page faults of one call of each (fresh memory mapped on first touch)."""
+    print(f"| {'config':<6} | {'pad':<4} | {'ids as':<6} | {'regime':<6} | {'target operation':<17} | {'ours ms':>8} | {'torch ms':>8} | {'ratio':>6} | target | result | "
+          f"{'per round':<11} | {'faults':<11} | load")
+    print("|--------|------|--------|--------|-------------------|----------|----------|--------|--------|--------|-------------|-------------|-----")
     for r in rows:
         torch_ms = f"{r['torch_ms']:8.3f}" if r["torch_ms"] is not None else f"{'-':>8}"
         ratio = f"{r['ratio']:5.2f}x" if r["ratio"] is not None else f"{'-':>6}"
         result = "-" if r["met"] is None else "PASS" if r["met"] else "MISS"
         pad = "-" if r["padding_idx"] is None else str(r["padding_idx"])
+        iqr = f"{r['paired_ratio_iqr'][0]:.2f}-{r['paired_ratio_iqr'][1]:.2f}" if r.get("paired_ratio_iqr") else "-"
+        faults = f"{r['ours_faults']:.0f}" + (f" / {r['torch_faults']:.0f}" if r.get("torch_faults") is not None else "")
         print(f"| {r['config']:<6} | {pad:<4} | {r['ids_as']:<6} | {r['regime']:<6} | {r['op']:<17} | {r['ours_ms']:8.3f} | {torch_ms} | {ratio} | "
-              f"<= {r['target']:.1f} | {result:<6} | {r['load']:.2f}")
+              f"<= {r['target']:.1f} | {result:<6} | {iqr:<11} | {faults:<11} | {r['load']:.2f}")
     for r in fixed:
         theirs = f"torch {r['torch_us']:.1f} us, ratio {r['ours_us'] / r['torch_us']:.2f}x" if r["torch_us"] else "torch -"
         print(f"fixed cost, {r['op']}: ours {r['ours_us']:.1f} us, {theirs} (hot, median of {r['rounds']}, load {r['load']:.2f})")

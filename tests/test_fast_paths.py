@@ -272,6 +272,29 @@ def test_the_padding_id_must_be_a_row_of_the_table():
     assert out.tolist() == [[0, 0], [2, 3], [0, 0], [0, 0], [0, 0], [0, 0]]
 
 
+@pytest.mark.parametrize("num_rows, n, row_bytes", [(10_000, 8192, 1024), (50_000, 32768, 2048), (300, 5000, 64)])
+def test_a_filled_table_stages_little_enough_per_part_to_stay_in_cache(num_rows, n, row_bytes):
+    "Each part of a row-order fill stages at most ~1 MiB of rows (2 MiB with the first part's head start), in at most 16 parts."
+    ids = np.random.default_rng(n).integers(0, num_rows, n)
+    plan = K._new_plan(ids, num_rows, row_bytes, True, None, 2)
+    assert plan.fill, "most rows are touched: the table is filled in row order"
+    staged = np.diff(plan.steps.bounds[::K._LEVELS]) * row_bytes          # bytes of gradient rows staged by each part
+    parts = len(staged)
+    assert parts <= 16 and parts * K._LEVELS ** 2 <= 1 << 16, f"{parts} parts: too many NumPy calls, a wider sort key"
+    if parts < 16:
+        assert staged.max() <= 2 << 20, f"a part stages {staged.max() / 2**20:.1f} MiB: more than a core's L2 cache"
+    assert staged.sum() <= n * row_bytes and parts >= 2                    # heavy ids are summed apart
+
+
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+def test_a_table_filled_in_many_parts_keeps_the_bits_of_a_loop(threads):
+    rng = np.random.default_rng(8)
+    ids, rows = random_case(rng, 2000, 8192, 256, heavy=100)                 # 8 MiB of rows: 8 parts
+    assert len(K._new_plan(ids, 2000, 1024, True, 0, threads).steps.part_starts) - 1 >= 8
+    out = add_rows_at(np.full((2000, 256), np.nan, np.float32), ids, rows, fresh=True, skip=0)
+    np.testing.assert_array_equal(bits(out), bits(loop_reference_skipping(np.zeros((2000, 256), np.float32), ids, rows, 0)))
+
+
 # ---------------------------------------------------------------- plans remembered for ids that come again
 
 @pytest.mark.parametrize("threads", [1, 2], indirect=True)

@@ -195,7 +195,8 @@ def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
 
 # %% ../../nbs/11b_row_kernels.ipynb #add-rows
 _CHUNK_BYTES = 1 << 19      # rows staged through a buffer of this size stay in the core's cache
-_FILL_CHUNK_BYTES = 1 << 22 # a table filled in row order is cut in parts of about this many bytes of gradient rows
+_FILL_CHUNK_BYTES = 1 << 20 # a table filled in row order is cut in parts of about this many bytes of gradient rows,
+_FILL_MAX_PARTS = 16        # ... but in at most this many parts (each costs ~10 NumPy calls)
 
 class _ScatterPlan(NamedTuple):
     "Where every row of a scatter-add goes, worked out once from the ids and shared by the threads."
@@ -317,7 +318,7 @@ def _new_plan(ids, num_rows, row_bytes, fresh, skip, parts) -> Optional[_Plan]:
     if n == 0:
         return None
     if fresh and 4 * len(runs.starts) >= num_rows:      # most rows are touched: fill the table in row order
-        num_parts = max(parts, -(-n * row_bytes // _FILL_CHUNK_BYTES))
+        num_parts = max(parts, min(_FILL_MAX_PARTS, -(-n * row_bytes // _FILL_CHUNK_BYTES)))   # staging fits the L2 cache
         return _Plan(True, _fill_plan(ids, runs, num_rows, _head_start_cuts(num_rows, row_bytes, num_parts)), parts)
     plan = _scatter_plan(ids, runs)
     cuts = np.concatenate(([0], ids[plan.order[np.arange(1, parts) * n // parts]], [num_rows]))   # equal shares of the ids
