@@ -7,9 +7,12 @@
 # Exits non-zero on the first failing stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$SECONDS
 VENV=$(scripts/setup_venv.sh dev)
 BIN="$VENV/bin"
 export MPLBACKEND=Agg
+ok() { echo "ok   [$1] ($((SECONDS - start)) s)"; start=$SECONDS; }   # a stage passed, and how long it took
+ok "setup: tinytorch[dev] installed in $VENV"
 
 snapshot() { find nbs tinytorch -type f \( -name '*.ipynb' -o -name '*.py' \) -not -path '*/__pycache__/*' \
                -not -path '*/.ipynb_checkpoints/*' -print0 | sort -z | xargs -0 sha256sum; }
@@ -24,12 +27,13 @@ check_unchanged() {  # $1 = stage name, $2... = command
     diff <(echo "$before") <(echo "$after") | sed -n 's/^> [0-9a-f]*  /  /p' >&2
     exit 1
   fi
-  echo "ok   [$stage]"
+  ok "$stage"
 }
 
 check_unchanged "nbdev-clean leaves notebooks unchanged" "$BIN/nbdev-clean"
 check_unchanged "nbdev-export leaves tinytorch/ unchanged" "$BIN/nbdev-export"
 echo "...  [nbdev-test] running every notebook"
 "$BIN/nbdev-test" --n-workers 2
-echo "...  [pytest]"
+ok "nbdev-test: every notebook runs"
+echo "...  [pytest] (the 20 slowest steps are listed at the end)"
 "$BIN/python" -m pytest -o addopts="" -q --durations=20 "$@"

@@ -3,7 +3,9 @@
 `--nb-package-root DIR` runs the notebooks' test cells (tests/test_notebook_cells.py) against the
 `tinytorch` package found in DIR (a student workspace or another build) instead of the installed one.
 """
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,3 +46,19 @@ def release_11(tmp_path_factory) -> Path:
     pytest.importorskip("nbgrader")
     from tinytorch.course.assignments import release
     return release(11, ROOT / "nbs", tmp_path_factory.mktemp("release-11"), cell_timeout=30)
+
+
+@pytest.fixture(scope="session")
+def graded_pair(release_11, tmp_path_factory) -> Path:
+    """Two students (PAIR) graded once per test session the way an instructor grades them,
+    `tinytorch grade 11 submissions --course single --jobs 2 --cell-timeout 30`: the folder holding `submissions/`
+    and the graded course `single/`. Tests that change a course (scores, comments, final grades) copy it first."""
+    from course_scenarios import PAIR, write_submissions
+    base = tmp_path_factory.mktemp("graded-pair")
+    source = json.loads((ROOT / "nbs" / "11_embeddings.ipynb").read_text())
+    write_submissions(base / "submissions", json.loads(release_11.read_text()), source, PAIR)
+    cli = Path(sys.executable).parent / "tinytorch"           # the console script from pyproject.toml
+    out = subprocess.run([cli, "grade", "11", "submissions", "--course", "single", "--nbs", ROOT / "nbs",
+                          "--jobs", "2", "--cell-timeout", "30"], cwd=base, capture_output=True, text=True)
+    assert out.returncode == 0, f"{out.stdout[-2000:]}{out.stderr[-2000:]}"
+    return base

@@ -90,7 +90,9 @@ def build(release, source, paths):
         "### BEGIN SOLUTION\n    _say_passed()")
     subs["forged-results"] = replace(broken_sinusoid(solved), "as-ids", "    ### END SOLUTION",
                                      "    ### END SOLUTION\n" + fake + _FORGERY)
-    subs["sigint-proof-loop"] = replace(
+    # Named to sort first: a class is graded in the order of its folders, so this one, which runs until the wall-clock
+    # limit kills it, is graded while the other job slot works through the rest of the class.
+    subs["a-sigint-proof-loop"] = replace(
         solved, "sinusoidal", "### BEGIN SOLUTION",
         "### BEGIN SOLUTION\n    if max_seq_length == 50:\n        import signal\n"
         "        signal.signal(signal.SIGINT, signal.SIG_IGN)\n        while True:\n            pass")
@@ -184,6 +186,10 @@ _fill_tmp()
 # Graded only by the limits test (tests/test_grading_limits.py), which names them: a class written without a
 # list of students leaves them out.
 LIMITS_ONLY = ("honest-tmp", *(f"runaway-{kind}" for kind in RUNAWAYS))
+
+# Two students that land in different shards of two (tinytorch.course.shards.shard_of): full marks and zero. The
+# session graded once as one machine grades them (tests/conftest.py: `graded_pair`).
+PAIR = ("reference", "untouched")
 
 
 def runaway_report(autograded_nb):

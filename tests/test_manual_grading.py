@@ -3,7 +3,6 @@ formgrader (JupyterLab) on a graded course, a written answer is scored and comme
 then `tinytorch grades` writes the final grades and feedback with that score and comment."""
 import csv
 import html
-import json
 import shutil
 import signal
 import subprocess
@@ -17,9 +16,7 @@ import pytest
 pytest.importorskip("nbgrader")
 
 from browser import chromium  # noqa: E402
-from course_scenarios import write_submissions  # noqa: E402
 from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
-from tinytorch.course.grading import grade  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
@@ -34,13 +31,9 @@ CODE_MAX = sum(pts for kind, pts in PARTS.values() if kind == "test")
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory, release_11):
-    base = tmp_path_factory.mktemp("term")
-    subs = write_submissions(base / "submissions", json.loads(release_11.read_text()), json.loads(SOURCE.read_text()),
-                             ["reference", "untouched"],
-                             paths={"course": str(base / "course"), "submissions": str(base / "submissions")})
-    grade(11, subs, NBS, base / "course", jobs=2, cell_timeout=30, wall_seconds=180, log=lambda *a: None)
-    return base / "course"
+def course(tmp_path_factory, graded_pair):
+    "A graded course of two students (the session's graded pair, copied: the tests score and comment in it)."
+    return shutil.copytree(graded_pair / "single", tmp_path_factory.mktemp("term") / "course")
 
 
 def _answers(url):

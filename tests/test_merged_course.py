@@ -4,7 +4,6 @@ session and one `tinytorch grades` cover the whole class. A written answer is sc
 course's formgrader in headless Chromium; the final grades must equal one machine's with the same score."""
 import csv
 import html
-import json
 import shutil
 import signal
 import subprocess
@@ -17,8 +16,8 @@ import pytest
 pytest.importorskip("nbgrader")
 
 from browser import chromium  # noqa: E402
-from course_scenarios import write_submissions  # noqa: E402
-from tinytorch.course.assignments import graded_parts, release  # noqa: E402
+from course_scenarios import PAIR  # noqa: E402
+from tinytorch.course.assignments import graded_parts  # noqa: E402
 from tinytorch.course.shards import shard_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +26,7 @@ SOURCE = NBS / "11_embeddings.ipynb"
 CLI = Path(sys.executable).parent / "tinytorch"
 GRADES = "grades_11_embeddings.csv"
 FINAL = "final_grades_11_embeddings.csv"
-STUDENTS = ["reference", "untouched"]
+STUDENTS = list(PAIR)
 WAIT_S = 120               # a limit for a hung server or page, with room for a busy machine
 COMMENT = "Right idea; say why the table grows with the vocabulary."
 ANSWER = sorted(gid for gid, kind, _ in graded_parts(SOURCE) if kind == "answer")[0]
@@ -38,13 +37,14 @@ def _tinytorch(*args, cwd):
 
 
 @pytest.fixture(scope="module")
-def term(tmp_path_factory):
-    "One machine's course of the class, and the same class graded as two shards."
+def term(tmp_path_factory, graded_pair):
+    """One machine's course of the class (the session's graded pair, copied: the test scores it) and the same class
+    graded as two shards, with the same options."""
     base = tmp_path_factory.mktemp("sharded-term")
-    released = release(11, NBS, base / "release", cell_timeout=30)
-    write_submissions(base / "submissions", json.loads(released.read_text()), json.loads(SOURCE.read_text()), STUDENTS)
+    shutil.copytree(graded_pair / "submissions", base / "submissions")
+    shutil.copytree(graded_pair / "single", base / "single")
     assert sorted(shard_of(s, 2) for s in STUDENTS) == [1, 2], "each shard must hold one student"
-    runs = {"single": ["--jobs", "2"], "course-1": ["--shard", "1/2"], "course-2": ["--shard", "2/2"]}
+    runs = {"course-1": ["--shard", "1/2"], "course-2": ["--shard", "2/2"]}
     procs = {name: subprocess.Popen([CLI, "grade", "11", "submissions", "--course", name, "--nbs", NBS,
                                      "--cell-timeout", "30", *args], cwd=base, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True) for name, args in runs.items()}
