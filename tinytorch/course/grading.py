@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from tinytorch.course.notebooks import (
 )
 from .recheck import RecheckFailed, RecheckResult, new_token, read_results, recheck_command
 from tinytorch.course.sandbox import (
-    Sandbox, grading_uid, isolation_level, run_isolated, was_killed,
+    Sandbox, claimed_uids, isolation_level, run_isolated, was_killed,
 )
 from .shards import parse_shard, select_shard
 
@@ -224,12 +225,11 @@ def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path
     return autograded
 
 # %% ../../nbs/93_grading.ipynb #one
-def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, slot: int = 0) -> StudentResult:
-    "Check, grade (twice) and post-check one student's submission in a private temporary copy."
+def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, uid: int | None = None) -> StudentResult:
+    "Check, grade (twice) and post-check one student's submission in a private temporary copy (as `uid` when given)."
     start, result = time.perf_counter(), StudentResult(student, sandboxed=setup.sandbox is not None)
     source = setup.source
     result.parts = empty_parts(source)
-    uid = grading_uid(slot) if setup.level == 'sandbox+uid' else None
     work = Path(tempfile.mkdtemp(prefix=f'{student}-', dir=setup.work_root))   # mode 700
     if uid is not None:
         os.chown(work, uid, uid)
@@ -374,26 +374,31 @@ def _result_line(r: StudentResult) -> str:
 
 # %% ../../nbs/93_grading.ipynb #grade-all-run
 def _grade_all(setup: GradingSetup, subs: list, course_dir: Path, jobs: int, log) -> list:
-    "Grade `subs` in `jobs` parallel slots; publish each result and merge it into the master gradebook, in order."
-    slots = queue.Queue()
-    for k in range(jobs):
-        slots.put(k)
+    """Grade `subs` in `jobs` parallel slots (as root, each its own user id, claimed for the run); publish each result
+    and merge it into the master gradebook, in order."""
+    with claimed_uids(jobs) if setup.level == 'sandbox+uid' else nullcontext([None] * jobs) as uids:
+        return _grade_in_slots(setup, subs, course_dir, uids, log)
+
+def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: list, log) -> list:
+    slots = queue.Queue()                                   # the user id each free slot grades as (None: no uid)
+    for uid in uids:
+        slots.put(uid)
 
     def work(item):
         student, path = item
         if not _STUDENT_ID.match(student):
             return StudentResult(student, empty_parts(setup.source), failure=f"folder name {student!r} is not a "
                                  "valid student id", sandboxed=setup.sandbox is not None)
-        slot = slots.get()
+        uid = slots.get()
         try:
-            return grade_one(setup, student, path, slot)
+            return grade_one(setup, student, path, uid)
         finally:
-            slots.put(slot)
+            slots.put(uid)
 
     results = []
     hidden = secret_lines(setup.source, solutions=False)     # what feedback must never show
     guard = GradebookGuard(course_dir / 'gradebook.db')
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    with ThreadPoolExecutor(max_workers=len(uids)) as pool:
         for r in pool.map(work, subs):
             guard.check(r)
             settle_statuses(r)

@@ -5,13 +5,16 @@
 # %% ../../nbs/93b_sandbox.ipynb #imports
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
 import shutil
 import subprocess
+import stat
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,11 +23,11 @@ from .errors import NotReady
 from .limits import Limits, rlimit_prefix, run_watched
 
 # %% auto #0
-__all__ = ['SandboxUnavailable', 'grading_uid', 'Sandbox', 'sandbox_problem', 'uid_layer_available', 'isolation_level',
+__all__ = ['SandboxUnavailable', 'claimed_uids', 'Sandbox', 'sandbox_problem', 'uid_layer_available', 'isolation_level',
            'run_isolated', 'was_killed']
 
 # %% ../../nbs/93b_sandbox.ipynb #isolate
-_FIRST_UID = 200_000   # unprivileged ids with no account: one per parallel grading slot
+_FIRST_UID = 200_000   # unprivileged ids with no account, claimed by grading runs (`claimed_uids`)
 _SYSTEM_DIRS = ('/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32')
 
 class SandboxUnavailable(NotReady):
@@ -37,9 +40,49 @@ def _bwrap() -> str | None:
 def _under(path: str, folders) -> bool:
     return any(path == f or path.startswith(f.rstrip('/') + '/') for f in folders)
 
-def grading_uid(slot: int) -> int:
-    "The unprivileged user id (no account) a run in parallel grading slot `slot` becomes, as root."
-    return _FIRST_UID + slot
+# %% ../../nbs/93b_sandbox.ipynb #claim
+_UID_POOL = 4096   # how many ids from _FIRST_UID on grading runs may claim
+
+def _uid_lock_folder() -> Path:
+    "Where the lock files live: /run (root's, in memory) when there is one, else the temporary folder."
+    base = Path('/run') if os.path.isdir('/run') and os.access('/run', os.W_OK) else Path(tempfile.gettempdir())
+    return base / 'tinytorch-grading-uids'
+
+def _private_folder(folder: Path) -> Path:
+    "`folder`, made if missing; refused unless this user owns it and nobody else may enter it."
+    folder.mkdir(mode=0o700, exist_ok=True)
+    st = folder.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise RuntimeError(f"{folder}: expected a folder of user {os.geteuid()} with mode 700 (it records which grading "
+                           f"run holds which user id); found owner {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}")
+    return folder
+
+@contextmanager
+def claimed_uids(count: int, locks: Path | None = None):
+    """`count` unprivileged user ids that no other grading run on this machine holds, held until the block ends
+    (a `flock` on `locks/<id>.lock` each; default folder: `_uid_lock_folder()`)."""
+    if type(count) is not int or not 1 <= count <= _UID_POOL:
+        raise ValueError(f"count={count!r}: expected a whole number of user ids from 1 to {_UID_POOL}")
+    folder = _private_folder(Path(locks) if locks else _uid_lock_folder())
+    held = {}                                                   # uid -> open lock file
+    try:
+        for uid in range(_FIRST_UID, _FIRST_UID + _UID_POOL):
+            if len(held) == count:
+                break
+            fd = os.open(folder / f'{uid}.lock', os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:                             # another run holds it
+                os.close(fd)
+                continue
+            held[uid] = fd
+        if len(held) < count:
+            raise RuntimeError(f"only {len(held)} of the {count} grading user ids asked for are free: {_UID_POOL} "
+                               f"runs' ids are held in {folder}; wait for a run to end or pass fewer --jobs")
+        yield list(held)
+    finally:
+        for fd in held.values():
+            os.close(fd)
 
 # %% ../../nbs/93b_sandbox.ipynb #python-folders
 @functools.cache
@@ -121,9 +164,9 @@ def uid_layer_available() -> bool:
     "As root: can an unprivileged uid run this Python in the sandbox? (Its files must be readable by others.)"
     if os.geteuid() != 0 or not shutil.which('setpriv') or sandbox_problem():
         return False
-    with tempfile.TemporaryDirectory() as tmp:
-        os.chown(tmp, _FIRST_UID, _FIRST_UID)
-        run = subprocess.run(Sandbox().command(Path(tmp), _FIRST_UID) + [sys.executable, '-c', _CAN_RUN_GRADER],
+    with tempfile.TemporaryDirectory() as tmp, claimed_uids(1) as (uid,):
+        os.chown(tmp, uid, uid)
+        run = subprocess.run(Sandbox().command(Path(tmp), uid) + [sys.executable, '-c', _CAN_RUN_GRADER],
                              capture_output=True, timeout=600)   # a hang raises; it never downgrades
     return run.returncode == 0
 
