@@ -3,6 +3,7 @@
 `--nb-package-root DIR` runs the notebooks' test cells (tests/test_notebook_cells.py) against the
 `tinytorch` package found in DIR (a student workspace or another build) instead of the installed one.
 """
+import fcntl
 import json
 import os
 import subprocess
@@ -38,23 +39,61 @@ import pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The files that take longest, longest first (scripts/test.sh: two workers, a file at a time each, in this order with
+# --no-loadscope-reorder). Each worker is handed two files at the start, the first and third to one, the second and
+# fourth to the other: the third is short, so the class pipeline's worker moves on to the queue as soon as it is done.
+LONGEST_FIRST = ["test_course_pipeline.py", "test_shards.py", "test_import_graph.py", "test_grading_limits.py",
+                 "test_grading_sandbox.py", "test_docs_site.py", "test_student_workspace.py", "test_merged_course.py",
+                 "test_slurm_recipe.py", "test_manual_grading.py", "test_wrong_answers.py"]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))     # stable: the other files keep their order
+
+
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """`build(folder)` (it returns a path) run once per test run, in a new folder `name`: with pytest-xdist the first
+    worker to ask builds it while the others wait for it, then all of them get the same path. A failed build fails
+    every worker that asks, at once, with its error (no worker builds it twice)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return build(tmp_path_factory.mktemp(name))
+    shared = tmp_path_factory.getbasetemp().parent                # one folder for every worker of this run
+    record = shared / f"{name}.json"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.exists():
+            try:
+                (shared / name).mkdir()
+                record.write_text(json.dumps({"path": str(build(shared / name))}))
+            except BaseException as e:
+                record.write_text(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+                raise
+        built = json.loads(record.read_text())
+    if "error" in built:
+        pytest.fail(f"{name}: the build another worker ran failed: {built['error']}")
+    return Path(built["path"])
+
 
 @pytest.fixture(scope="session")
 def release_11(tmp_path_factory) -> Path:
-    """The student release of module 11 from nbs/, built once per test session (nbgrader runs once, not once per
-    test file): the path of the released notebook. Tests read it and write their own copies; none changes it."""
+    """The student release of module 11 from nbs/, built once per test run (nbgrader runs once, not once per
+    test file or worker): the path of the released notebook. Tests read it and write their own copies; none changes it."""
     pytest.importorskip("nbgrader")
     from tinytorch.course.assignments import release
-    return release(11, ROOT / "nbs", tmp_path_factory.mktemp("release-11"), cell_timeout=30)
+    return built_once(tmp_path_factory, "release-11", lambda folder: release(11, ROOT / "nbs", folder, cell_timeout=30))
 
 
 @pytest.fixture(scope="session")
 def graded_pair(release_11, tmp_path_factory) -> Path:
-    """Two students (PAIR) graded once per test session the way an instructor grades them,
+    """Two students (PAIR) graded once per test run the way an instructor grades them,
     `tinytorch grade 11 submissions --course single --jobs 2 --cell-timeout 30`: the folder holding `submissions/`
     and the graded course `single/`. Tests that change a course (scores, comments, final grades) copy it first."""
+    return built_once(tmp_path_factory, "graded-pair", lambda base: _grade_pair(release_11, base))
+
+
+def _grade_pair(release_11: Path, base: Path) -> Path:
     from course_scenarios import PAIR, write_submissions
-    base = tmp_path_factory.mktemp("graded-pair")
     source = json.loads((ROOT / "nbs" / "11_embeddings.ipynb").read_text())
     write_submissions(base / "submissions", json.loads(release_11.read_text()), source, PAIR)
     cli = Path(sys.executable).parent / "tinytorch"           # the console script from pyproject.toml
