@@ -91,11 +91,12 @@ def build(release, source, paths):
     subs["forged-results"] = replace(broken_sinusoid(solved), "as-ids", "    ### END SOLUTION",
                                      "    ### END SOLUTION\n" + fake + _FORGERY)
     # Named to sort first: a class is graded in the order of its folders, so this one, which runs until the wall-clock
-    # limit kills it, is graded while the other job slot works through the rest of the class.
+    # limit kills it, is graded while the other job slots work through the rest of the class.
     subs["a-sigint-proof-loop"] = replace(
         solved, "sinusoidal", "### BEGIN SOLUTION",
         "### BEGIN SOLUTION\n    if max_seq_length == 50:\n        import signal\n"
-        "        signal.signal(signal.SIGINT, signal.SIG_IGN)\n        while True:\n            pass")
+        "        signal.signal(signal.SIGINT, signal.SIG_IGN)\n        import time\n        while True:\n"
+        "            time.sleep(1)")   # waits, never ends, yet leaves the CPU to the rest of the class
     subs["honest-tmp"] = replace(solved, "sinusoidal", "### BEGIN SOLUTION", "### BEGIN SOLUTION\n" + _HONEST_TMP)
     for kind, code in RUNAWAYS.items():
         subs[f"runaway-{kind}"] = insert_cell(solved, "as-ids", f"runaway-{kind}", code)
