@@ -38,7 +38,8 @@ echo "...  [nbdev-test] running every notebook"
 ok "nbdev-test: every notebook runs"
 # Two workers (pytest-xdist), each test file on one of them, longest files first (tests/conftest.py): a file's
 # module fixtures (a graded class, a docs build) are built once, and one worker's waits (a kernel killed at its
-# wall-clock limit, a Slurm job) overlap the other's work. Session fixtures (the student release, the graded pair) are still built once (tests/conftest.py).
+# wall-clock limit, a Slurm job) overlap the other's work. Session fixtures (the student release, the graded
+# pair) are still built once (tests/conftest.py).
 echo "...  [pytest] on ${PYTEST_WORKERS:-2} workers (the 20 slowest steps are listed at the end)"
 "$BIN/python" -m pytest -o addopts="" -q --durations=20 -n "${PYTEST_WORKERS:-2}" --dist loadfile \
   --no-loadscope-reorder "$@"
