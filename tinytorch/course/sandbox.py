@@ -53,7 +53,7 @@ def _private_folder(folder: Path) -> Path:
     folder.mkdir(mode=0o700, exist_ok=True)
     st = folder.lstat()
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
-        raise RuntimeError(f"{folder}: expected a folder of user {os.geteuid()} with mode 700 (it records which grading "
+        raise NotReady(f"{folder}: expected a folder of user {os.geteuid()} with mode 700 (it records which grading "
                            f"run holds which user id); found owner {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}")
     return folder
 
@@ -77,7 +77,7 @@ def claimed_uids(count: int, locks: Path | None = None):
                 continue
             held[uid] = fd
         if len(held) < count:
-            raise RuntimeError(f"only {len(held)} of the {count} grading user ids asked for are free: {_UID_POOL} "
+            raise NotReady(f"only {len(held)} of the {count} grading user ids asked for are free: {_UID_POOL} "
                                f"runs' ids are held in {folder}; wait for a run to end or pass fewer --jobs")
         yield list(held)
     finally:
