@@ -60,9 +60,9 @@ def build(release, source, paths):
                                       "dense[flat_ids] += rows")               # keeps one of the duplicates
     subs["test-edited-to-pass"] = edit(broken_sinusoid(solved), "sinusoidal-test",
                                        lambda s: "#| points: 3\ndef test_sinusoidal_table():\n    pass\n\ntest_sinusoidal_table()")
-    subs["infinite-loop"] = replace(solved, "sinusoidal", "### BEGIN SOLUTION",       # never ends; waits, leaving the
-                                    "### BEGIN SOLUTION\n    import time\n"         # CPU to the rest of the class
-                                    "    while max_seq_length == 50:\n        time.sleep(0.1)")
+    # never ends, but waits: the CPU stays free for the rest of the class
+    subs["infinite-loop"] = replace(solved, "sinusoidal", "### BEGIN SOLUTION",
+                                    "### BEGIN SOLUTION\n    import time\n    while max_seq_length == 50:\n        time.sleep(0.1)")
     subs["syntax-error"] = replace(solved, "init", "    shape = (vocab_size, embedding_dim)", "    shape = (vocab_size, embedding_dim")
     stripped = copy.deepcopy(solved)
     for cell in stripped["cells"]:

@@ -54,7 +54,7 @@ def _private_folder(folder: Path) -> Path:
     st = folder.lstat()
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
         raise NotReady(f"{folder}: expected a folder of user {os.geteuid()} with mode 700 (it records which grading "
-                           f"run holds which user id); found owner {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}")
+                       f"run holds which user id); found owner {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}")
     return folder
 
 @contextmanager
@@ -77,8 +77,9 @@ def claimed_uids(count: int, locks: Path | None = None):
                 continue
             held[uid] = fd
         if len(held) < count:
-            raise NotReady(f"only {len(held)} of the {count} grading user ids asked for are free: {_UID_POOL} "
-                               f"runs' ids are held in {folder}; wait for a run to end or pass fewer --jobs")
+            raise NotReady(f"only {len(held)} of the {count} grading user ids asked for are free: other runs hold the "
+                           f"rest of the {_UID_POOL} from {_FIRST_UID} (lock files in {folder}); wait for a run to end "
+                           "or pass fewer --jobs")
         yield list(held)
     finally:
         for fd in held.values():
