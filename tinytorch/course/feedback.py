@@ -12,7 +12,7 @@ from .assignments import find_leaks
 from .notebooks import cell_source, strip_hidden_tests
 
 # %% auto #0
-__all__ = ['sanitize_for_feedback', 'render_feedback', 'publish_feedback']
+__all__ = ['sanitize_for_feedback', 'feedback_exporter', 'render_feedback', 'publish_feedback']
 
 # %% ../../nbs/93h_feedback.ipynb #feedback
 def sanitize_for_feedback(nb: dict) -> dict:
@@ -26,15 +26,31 @@ def sanitize_for_feedback(nb: dict) -> dict:
                 out['traceback'] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
     return nb
 
+# %% ../../nbs/93h_feedback.ipynb #exporter
+class _HighlightedCode(str):
+    "A code cell's source as pygments' HTML: every character of the source escaped, so nothing for bleach to remove."
+
+def feedback_exporter(lexer: str = 'ipython3'):
+    """nbconvert's classic HTML exporter, whose `clean_html` (bleach) passes code cells' highlighted sources through
+    untouched: pygments escapes every character of them. Markdown, HTML and SVG outputs are sanitized as before."""
+    from nbconvert import HTMLExporter
+    from nbconvert.filters.highlight import Highlight2HTML
+    from nbconvert.filters.strings import clean_html
+    highlight = Highlight2HTML(pygments_lexer=lexer)
+    return HTMLExporter(template_name='classic', filters={
+        'highlight_code': lambda *args, **kw: _HighlightedCode(highlight(*args, **kw)),
+        'clean_html': lambda text: text if type(text) is _HighlightedCode else clean_html(text)})
+
+
 # %% ../../nbs/93h_feedback.ipynb #publish
 def render_feedback(nb: dict, header: str, dest: Path) -> Path:
     "Write `nb` as feedback HTML under a markdown `header`, hidden tests and tracebacks removed."
-    from nbconvert import HTMLExporter
     import nbformat
     nb = dict(nb, cells=[{'cell_type': 'markdown', 'metadata': {}, 'source': header, 'id': 'tinytorch-feedback'},
                          *nb['cells']])
     node = nbformat.from_dict(sanitize_for_feedback(nb))   # the notebook type nbconvert expects
-    body, _ = HTMLExporter(template_name='classic').from_notebook_node(node)
+    lexer = node.metadata.get('language_info', {}).get('pygments_lexer', 'ipython3')
+    body, _ = feedback_exporter(lexer).from_notebook_node(node)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(body, encoding='utf-8')
     return dest
