@@ -30,12 +30,17 @@ def create_gradebooks(source: Path, course_dir: Path, cell_timeout: int) -> Path
     (template / 'source' / source.stem).mkdir(parents=True)       # the master's files: checked once, copied
     shutil.copy(course_dir / 'nbgrader_config.py', template)
     shutil.copy(course_dir / 'source' / source.stem / source.name, template / 'source' / source.stem)
-    with ThreadPoolExecutor(2) as pool:       # the master's gradebook and a student-free template
+    new_course = not (course_dir / 'gradebook.db').exists()
+    folders = (template,) if new_course else (course_dir, template)     # a course graded before keeps its students
+    with ThreadPoolExecutor(len(folders)) as pool:
         runs = list(pool.map(lambda folder: run_nbgrader(folder, 'generate_assignment', source.stem, '--force'),
-                             (course_dir, template)))
-    for folder, run in zip((course_dir, template), runs):
+                             folders))
+    for folder, run in zip(folders, runs):
         if run.returncode != 0:
             raise RuntimeError(f"nbgrader generate_assignment failed in {folder}:\n{run.stderr[-2000:]}")
+    if new_course:          # nbgrader would write the very same files from the same config and source
+        shutil.copy(template / 'gradebook.db', course_dir)
+        shutil.copytree(template / 'release', course_dir / 'release', dirs_exist_ok=True)
     return template
 
 # %% ../../nbs/93c_gradebook.ipynb #copy
