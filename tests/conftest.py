@@ -88,14 +88,16 @@ def release_11(tmp_path_factory) -> Path:
 def graded_pair(release_11, tmp_path_factory) -> Path:
     """Two students (PAIR) graded once per test run the way an instructor grades them,
     `tinytorch grade 11 submissions --course single --jobs 2 --cell-timeout 30`: the folder holding `submissions/`
-    and the graded course `single/`. Tests that change a course (scores, comments, final grades) copy it first."""
+    and the graded course `single/`. Tests that change a course (scores, comments, final grades) copy it first.
+    The two hand in their notebooks without the lesson's demonstration cells (`course_scenarios.without_demos`):
+    the tests that use the pair check the machinery around grading, not the lesson."""
     return built_once(tmp_path_factory, "graded-pair", lambda base: _grade_pair(release_11, base))
 
 
 def _grade_pair(release_11: Path, base: Path) -> Path:
     from course_scenarios import PAIR, write_submissions
     source = json.loads((ROOT / "nbs" / "11_embeddings.ipynb").read_text())
-    write_submissions(base / "submissions", json.loads(release_11.read_text()), source, PAIR)
+    write_submissions(base / "submissions", json.loads(release_11.read_text()), source, PAIR, short=True)
     cli = Path(sys.executable).parent / "tinytorch"           # the console script from pyproject.toml
     out = subprocess.run([cli, "grade", "11", "submissions", "--course", "single", "--nbs", ROOT / "nbs",
                           "--jobs", "2", "--cell-timeout", "30"], cwd=base, capture_output=True, text=True)

@@ -301,8 +301,24 @@ def vandal_report(autograded_nb):
     return None
 
 
-def write_submissions(folder, release, source, students=None, paths=None):
-    "Write SUBMISSIONS/<student>/<notebook> for the chosen scenarios; returns the folder."
+def demo_cells(release):
+    """Ids of the release's demonstration cells: code that is neither graded, locked, exported nor the module's
+    `#| default_exp` (measurements, plots, training runs). They earn no points and take about a third of the CPU
+    time of grading a submission."""
+    return {c["id"] for c in release["cells"] if c["cell_type"] == "code" and not c["metadata"].get("nbgrader")
+            and not src(c).lstrip().startswith(("#| export", "#| default_exp"))}
+
+
+def without_demos(nb, release):
+    "A copy of `nb` without the release's demonstration cells (a student may delete them; grading still works)."
+    demos = demo_cells(release)
+    return dict(nb, cells=[c for c in nb["cells"] if c.get("id") not in demos])
+
+
+def write_submissions(folder, release, source, students=None, paths=None, short=()):
+    """Write SUBMISSIONS/<student>/<notebook> for the chosen scenarios; returns the folder. The students in `short`
+    (True: all) hand in their notebook without the lesson's demonstration cells (`without_demos`): the tests of the
+    grading machinery grade those, and the class in tests/test_course_pipeline.py grades the whole lesson."""
     from pathlib import Path
     folder = Path(folder)
     paths = paths or {"course": str(folder.parent / "course"), "submissions": str(folder)}
@@ -310,7 +326,8 @@ def write_submissions(folder, release, source, students=None, paths=None):
     for student in students or [s for s in subs if s not in LIMITS_ONLY]:
         dest = folder / student / "11_embeddings.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(json.dumps(subs[student], indent=1))
+        nb = without_demos(subs[student], release) if short is True or student in short else subs[student]
+        dest.write_text(json.dumps(nb, indent=1))
     return folder
 
 

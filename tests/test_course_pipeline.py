@@ -11,7 +11,9 @@ import pytest
 
 pytest.importorskip("nbgrader")
 
-from course_scenarios import build, solve, vandal_report, write_submissions  # noqa: E402
+from course_scenarios import (  # noqa: E402
+    build, demo_cells, solve, vandal_report, without_demos, write_submissions,
+)
 from tinytorch.course.assignments import (  # noqa: E402
     check_metadata, find_leaks, graded_parts, notebook_text, secret_lines,
 )
@@ -128,6 +130,18 @@ def test_release_has_no_solutions_or_hidden_tests(released):
     regions = sum("".join(c["source"]).count("### BEGIN SOLUTION") for c in json.loads(SOURCE.read_text())["cells"]
                   if (c["metadata"].get("nbgrader") or {}).get("solution") and c["cell_type"] == "code")
     assert text.count("raise NotImplementedError()") == regions == 10
+
+
+def test_a_short_submission_leaves_out_only_the_demonstrations(released):
+    "The machinery's tests grade notebooks without the demo cells: every graded, locked and exported cell stays."
+    nb, _ = released
+    short = without_demos(nb, nb)
+    kept, dropped = {c["id"] for c in short["cells"]}, demo_cells(nb)
+    assert {"profile-run", "learn-run", "extrapolate-train", "pe-picture", "vocab-tradeoff"} <= dropped
+    for cell in nb["cells"]:
+        if cell["metadata"].get("nbgrader") or cell["cell_type"] == "markdown" or "#| export" in "".join(cell["source"]):
+            assert cell["id"] in kept, cell["id"]
+    assert kept | dropped == {c["id"] for c in nb["cells"]} and not kept & dropped
 
 
 def test_release_fails_every_visible_test_and_reference_passes(released, source, tmp_path):
