@@ -10,6 +10,7 @@ import contextlib
 import importlib
 import io
 import os
+import symtable
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -20,8 +21,8 @@ from fastcore.basics import patch
 from .notebooks import EXPORT_DIRECTIVES, TEST_FUNC, cell_directives, default_exp, nbgrader_fields, read_nb
 
 # %% auto #0
-__all__ = ['NotebookCell', 'code_cells', 'defined_names', 'exported_public_names', 'NotebookTestError', 'NotebookRun',
-           'check_exports']
+__all__ = ['NotebookCell', 'code_cells', 'python_code', 'defined_names', 'exported_public_names', 'NotebookTestError',
+           'NotebookRun', 'cells_needed', 'check_exports']
 
 # %% ../../nbs/90_nbtests.ipynb #cells
 @dataclass
@@ -61,6 +62,10 @@ def code_cells(nb) -> list:
     return cells
 
 # %% ../../nbs/90_nbtests.ipynb #names
+def python_code(source: str) -> str:
+    "A cell's source without its IPython magic and shell lines (`%…`, `!…`), which plain Python can't run."
+    return '\n'.join(l for l in source.splitlines() if not l.lstrip().startswith(('%', '!')))
+
 def defined_names(source: str) -> set:
     "Top-level names a cell defines (functions, classes, assignments, imports)."
     try:
@@ -99,6 +104,7 @@ class NotebookRun:
         self.namespace = None
         self._next = 0
         self.failed_cells: list = []
+        self.only: set | None = None      # indices of the cells to run; None: all (see `cells_needed`)
 
     @property
     def module_name(self) -> str | None:
@@ -106,8 +112,9 @@ class NotebookRun:
 
     @property
     def runnable_cells(self) -> list:
-        "The cells that become test items: code cells that are neither exported nor `eval: false`."
-        return [c for c in self.cells if not c.exported and not c.skipped and c.source.strip()]
+        "The cells that become test items: code cells that are neither exported nor `eval: false` (nor left out by `only`)."
+        return [c for c in self.cells if not c.exported and not c.skipped and c.source.strip()
+                and (self.only is None or c.index in self.only)]
 
     def _start(self):
         self.namespace = {'__name__': '__notebook_test__'}
@@ -135,7 +142,7 @@ class NotebookRun:
         return output
 
     def _exec(self, cell: NotebookCell) -> str:
-        code = '\n'.join(l for l in cell.source.splitlines() if not l.lstrip().startswith(('%', '!')))
+        code = python_code(cell.source)
         buffer, cwd = io.StringIO(), os.getcwd()
         os.chdir(self.path.parent)              # cells see the notebook's folder, as in Jupyter
         try:
@@ -172,6 +179,39 @@ def _explain_name(self: NotebookRun, name: str) -> str:
         return (f"`{name}` is defined only in a NON-exported cell of {self.path.name}; code in "
                 f"{self.module_name} (or this test) uses it. Add `#| export` to the cell that defines it.")
     return f"`{name}` is defined nowhere in {self.path.name} or {self.module_name}."
+
+# %% ../../nbs/90_nbtests.ipynb #needed
+def _names(source: str) -> tuple | None:
+    """(global names the cell binds, global names it reads), from Python's own scopes: a name that a function
+    assigns is its local, not a read of the notebook's; None when the cell does not parse."""
+    try:
+        top = symtable.symtable(python_code(source), '<cell>', 'exec')
+    except SyntaxError:
+        return None
+    bound, read, scopes = set(), set(), [top]
+    while scopes:
+        scope = scopes.pop()
+        for sym in scope.get_symbols():
+            at_top = scope is top
+            if sym.is_referenced() and (at_top or sym.is_global()):
+                read.add(sym.get_name())
+            if (sym.is_assigned() or sym.is_imported()) and (at_top or sym.is_declared_global()):
+                bound.add(sym.get_name())
+        scopes.extend(scope.get_children())
+    return bound, read
+
+def cells_needed(cells: list, targets: list) -> list:
+    "`targets` and every earlier cell of `cells` binding a name that a kept cell reads, in the order of `cells`."
+    chosen = {id(t) for t in targets}
+    wanted, kept, started = set(), [], False
+    for cell in reversed(cells):
+        started = started or id(cell) in chosen          # nothing after the last target is needed
+        names = _names(cell.source)
+        if started and (id(cell) in chosen or names is None or names[0] & wanted):
+            kept.append(cell)
+            wanted |= names[1] if names else set()
+    return kept[::-1]
+
 
 # %% ../../nbs/90_nbtests.ipynb #check-exports
 def check_exports(notebook, package: str = 'tinytorch') -> list:

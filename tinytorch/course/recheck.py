@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .nbtests import NotebookRun, NotebookTestError
+from .nbtests import NotebookRun, NotebookTestError, cells_needed
 
 # %% auto #0
 __all__ = ['RESULTS_FORMAT', 'load_export', 'run_graded_cells', 'RecheckFailed', 'new_token', 'write_results', 'RecheckResult',
@@ -80,10 +80,10 @@ def run_graded_cells(notebook, export, cell_timeout: int) -> dict:
         load_export(run.module_name, export)
     except BaseException as e:          # the student's code does not even import
         return {'import_error': _verdict(e), 'parts': {}}
+    graded = [c for c in run.runnable_cells if c.points is not None]
+    run.only = {c.index for c in cells_needed(run.runnable_cells, graded)}     # no measurement or plot runs
     parts = {}
-    for cell in run.runnable_cells:
-        if cell.points is None:
-            continue
+    for cell in graded:
         try:
             with _cell_alarm(cell_timeout):
                 run.run_cell(cell)
