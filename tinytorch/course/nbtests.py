@@ -141,18 +141,21 @@ class NotebookRun:
                     raise self._explain(current, e) from e
         return output
 
-    def _exec(self, cell: NotebookCell) -> str:
-        code = python_code(cell.source)
-        buffer, cwd = io.StringIO(), os.getcwd()
-        os.chdir(self.path.parent)              # cells see the notebook's folder, as in Jupyter
-        try:
-            with contextlib.redirect_stdout(buffer):
-                exec(compile(code, f"{self.path.name}[{cell.cell_id}]", 'exec'), self.namespace)
-        finally:
-            os.chdir(cwd)
-            if 'matplotlib.pyplot' in sys.modules:
-                sys.modules['matplotlib.pyplot'].close('all')
-        return buffer.getvalue()
+# %% ../../nbs/90_nbtests.ipynb #runner-exec
+@patch
+def _exec(self: NotebookRun, cell: NotebookCell) -> str:
+    "Run one cell in the notebook's namespace, from the notebook's folder; return what it printed."
+    code = python_code(cell.source)
+    buffer, cwd = io.StringIO(), os.getcwd()
+    os.chdir(self.path.parent)              # cells see the notebook's folder, as in Jupyter
+    try:
+        with contextlib.redirect_stdout(buffer):
+            exec(compile(code, f"{self.path.name}[{cell.cell_id}]", 'exec'), self.namespace)
+    finally:
+        os.chdir(cwd)
+        if 'matplotlib.pyplot' in sys.modules:
+            sys.modules['matplotlib.pyplot'].close('all')
+    return buffer.getvalue()
 
 
 # %% ../../nbs/90_nbtests.ipynb #explain
