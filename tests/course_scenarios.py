@@ -193,6 +193,10 @@ LIMITS_ONLY = ("honest-tmp", *(f"runaway-{kind}" for kind in RUNAWAYS))
 # session graded once as one machine grades them (tests/conftest.py: `graded_pair`).
 PAIR = ("reference", "untouched")
 
+# The class's students that hand in the whole lesson, demonstrations included (tests/test_course_pipeline.py): full
+# marks, zero, and the one whose metadata the grader must repair cell by cell. The rest hand in short notebooks.
+WHOLE_LESSON = ("reference", "untouched", "metadata-stripped")
+
 
 def runaway_report(autograded_nb):
     "{kind: MiB or count} that each runaway cell printed before it stopped."
@@ -317,8 +321,9 @@ def without_demos(nb, release):
 
 def write_submissions(folder, release, source, students=None, paths=None, short=()):
     """Write SUBMISSIONS/<student>/<notebook> for the chosen scenarios; returns the folder. The students in `short`
-    (True: all) hand in their notebook without the lesson's demonstration cells (`without_demos`): the tests of the
-    grading machinery grade those, and the class in tests/test_course_pipeline.py grades the whole lesson."""
+    (True: all; or a function of the name) hand in their notebook without the lesson's demonstration cells
+    (`without_demos`): what a scenario tests is in its graded and exported cells. tests/test_course_pipeline.py grades
+    the students of `WHOLE_LESSON` with the whole lesson, as tests/test_grading_limits.py does its honest students."""
     from pathlib import Path
     folder = Path(folder)
     paths = paths or {"course": str(folder.parent / "course"), "submissions": str(folder)}
@@ -326,7 +331,8 @@ def write_submissions(folder, release, source, students=None, paths=None, short=
     for student in students or [s for s in subs if s not in LIMITS_ONLY]:
         dest = folder / student / "11_embeddings.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)
-        nb = without_demos(subs[student], release) if short is True or student in short else subs[student]
+        is_short = short(student) if callable(short) else short is True or student in short
+        nb = without_demos(subs[student], release) if is_short else subs[student]
         dest.write_text(json.dumps(nb, indent=1))
     return folder
 
