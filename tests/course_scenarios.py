@@ -307,8 +307,8 @@ def vandal_report(autograded_nb):
 
 def demo_cells(release):
     """Ids of the release's demonstration cells: code that is neither graded, locked, exported nor the module's
-    `#| default_exp` (measurements, plots, training runs). They earn no points and take about a third of the CPU
-    time of grading a submission."""
+    `#| default_exp` (measurements, plots, training runs). They earn no points and cost seconds of CPU in every
+    submission graded."""
     return {c["id"] for c in release["cells"] if c["cell_type"] == "code" and not c["metadata"].get("nbgrader")
             and not src(c).lstrip().startswith(("#| export", "#| default_exp"))}
 
