@@ -41,7 +41,8 @@ for line in listed.splitlines():        # e.g. global.extra-index-url='URL1 URL2
             sys.stdout.write(f"{options[key]}\0{item}\0")
 PY
 )
-  SSL_CERT_FILE=${PIP_CERT:-${SSL_CERT_FILE:-}} "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" \
+  local cert=${PIP_CERT:-${SSL_CERT_FILE:-}}
+  env ${cert:+SSL_CERT_FILE="$cert"} "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" \
     --compile-bytecode --index-strategy unsafe-best-match "${args[@]}" -e "$spec" >>"$log" 2>&1
 }
 if ! uv_install; then
