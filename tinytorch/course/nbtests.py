@@ -209,8 +209,10 @@ def cells_needed(cells: list, targets: list) -> list:
     wanted, kept, started = set(), [], False
     for cell in reversed(cells):
         started = started or id(cell) in chosen          # nothing after the last target is needed
+        if not started:
+            continue
         names = _names(cell.source)
-        if started and (id(cell) in chosen or names is None or names[0] & wanted):
+        if id(cell) in chosen or names is None or names[0] & wanted:
             kept.append(cell)
             wanted |= names[1] if names else set()
     return kept[::-1]
