@@ -97,7 +97,7 @@ def graded_pair(release_11, tmp_path_factory) -> Path:
 def _grade_pair(release_11: Path, base: Path) -> Path:
     from course_scenarios import PAIR, write_submissions
     source = json.loads((ROOT / "nbs" / "11_embeddings.ipynb").read_text())
-    write_submissions(base / "submissions", json.loads(release_11.read_text()), source, PAIR, short=True)
+    write_submissions(base / "submissions", json.loads(release_11.read_text()), source, PAIR, whole_lesson=())
     cli = Path(sys.executable).parent / "tinytorch"           # the console script from pyproject.toml
     out = subprocess.run([cli, "grade", "11", "submissions", "--course", "single", "--nbs", ROOT / "nbs",
                           "--jobs", "2", "--cell-timeout", "30"], cwd=base, capture_output=True, text=True)

@@ -313,26 +313,26 @@ def demo_cells(release):
             and not src(c).lstrip().startswith(("#| export", "#| default_exp"))}
 
 
-def without_demos(nb, release):
-    "A copy of `nb` without the release's demonstration cells (a student may delete them; grading still works)."
-    demos = demo_cells(release)
+def without_demos(nb, demos):
+    "A copy of `nb` without the cells whose ids are in `demos` (`demo_cells`: a student may delete them)."
     return dict(nb, cells=[c for c in nb["cells"] if c.get("id") not in demos])
 
 
-def write_submissions(folder, release, source, students=None, paths=None, short=()):
-    """Write SUBMISSIONS/<student>/<notebook> for the chosen scenarios; returns the folder. The students in `short`
-    (True: all; or a function of the name) hand in their notebook without the lesson's demonstration cells
-    (`without_demos`): what a scenario tests is in its graded and exported cells. tests/test_course_pipeline.py grades
-    the students of `WHOLE_LESSON` with the whole lesson, as tests/test_grading_limits.py does its honest students."""
+def write_submissions(folder, release, source, students=None, paths=None, whole_lesson=None):
+    """Write SUBMISSIONS/<student>/<notebook> for the chosen scenarios; returns the folder. Given `whole_lesson` (names),
+    every other student hands in the notebook without the lesson's demonstration cells (`without_demos`): what a
+    scenario tests is in its graded and exported cells. tests/test_course_pipeline.py keeps `WHOLE_LESSON` whole, and
+    tests/test_grading_limits.py its honest students."""
     from pathlib import Path
     folder = Path(folder)
     paths = paths or {"course": str(folder.parent / "course"), "submissions": str(folder)}
     subs = build(release, source, paths)
+    demos = demo_cells(release)
     for student in students or [s for s in subs if s not in LIMITS_ONLY]:
         dest = folder / student / "11_embeddings.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)
-        is_short = short(student) if callable(short) else short is True or student in short
-        nb = without_demos(subs[student], release) if is_short else subs[student]
+        whole = whole_lesson is None or student in whole_lesson
+        nb = subs[student] if whole else without_demos(subs[student], demos)
         dest.write_text(json.dumps(nb, indent=1))
     return folder
 

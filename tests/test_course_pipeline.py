@@ -61,7 +61,7 @@ def graded(tmp_path_factory, released, source):
     nbs.mkdir()
     shutil.copy(SOURCE, nbs)                      # the vandal attacks this copy of the source notebooks
     import tinytorch
-    write_submissions(subs_dir, released[0], source, short=lambda student: student not in WHOLE_LESSON, paths={
+    write_submissions(subs_dir, released[0], source, whole_lesson=WHOLE_LESSON, paths={
         "course": str(course), "submissions": str(subs_dir), "nbs": str(nbs), "work": str(work),
         "package": str(Path(tinytorch.__file__).parent / "core" / "embeddings.py")})
     untouched = {"subs": _digest(subs_dir), "nbs": _digest(nbs)}
@@ -136,8 +136,8 @@ def test_release_has_no_solutions_or_hidden_tests(released):
 def test_a_short_submission_leaves_out_only_the_demonstrations(released):
     "The machinery's tests grade notebooks without the demo cells: every graded, locked and exported cell stays."
     nb, _ = released
-    short = without_demos(nb, nb)
-    kept, dropped = {c["id"] for c in short["cells"]}, demo_cells(nb)
+    dropped = demo_cells(nb)
+    kept = {c["id"] for c in without_demos(nb, dropped)["cells"]}
     assert {"profile-run", "learn-run", "extrapolate-train", "pe-picture", "vocab-tradeoff"} <= dropped
     for cell in nb["cells"]:
         if cell["metadata"].get("nbgrader") or cell["cell_type"] == "markdown" or "#| export" in "".join(cell["source"]):
@@ -345,7 +345,7 @@ def test_one_job_gives_the_same_grades_as_three(graded, released, source, tmp_pa
     # hit a time limit are graded at jobs=3 above; a limit's timing doesn't depend on the number of jobs)
     students = ["reference", "untouched", "broken-sinusoid", "syntax-error", "metadata-stripped"]
     subs_dir = write_submissions(tmp_path / "submissions", released[0], source, students,
-                                 short=lambda student: student not in WHOLE_LESSON)      # as the class handed them in
+                                 whole_lesson=WHOLE_LESSON)      # as the class handed them in
     results, csv_path = grade(11, subs_dir, NBS, tmp_path / "course", jobs=1, cell_timeout=CELL_TIMEOUT,
                               wall_seconds=WALL_SECONDS, log=lambda *a: None)
     again = [(r["student"], r["part"], r["points"], r["status"], r["score"]) for r in csv.DictReader(open(csv_path))]

@@ -64,7 +64,7 @@ def grade_sampled(python, c: dict, user=None, env=None) -> dict:
 
 
 def graded_class(base: Path, released: dict, user=None) -> dict:
-    c = make_class(base, released, HONEST + RUNAWAYS, short=RUNAWAYS)    # honest work: the whole lesson, within the limits
+    c = make_class(base, released, HONEST + RUNAWAYS, whole_lesson=HONEST)    # the whole lesson, within the limits
     python = venv_copy(base / "venv")
     if user is not None:
         for path in [base, *base.rglob("*")]:

@@ -40,9 +40,9 @@ def released(release_11):
     return json.loads(release_11.read_text())
 
 
-def make_class(base: Path, released: dict, students=STUDENTS, short=True) -> dict:
+def make_class(base: Path, released: dict, students=STUDENTS, whole_lesson=()) -> dict:
     """A repository copy (nbs/ with the source notebook, the tinytorch package) and a class, all under `base`; the
-    students in `short` (True: all) hand in their notebooks without the lesson's demonstration cells."""
+    students not in `whole_lesson` hand in their notebooks without the lesson's demonstration cells."""
     repo, klass = base / "repo", base / "class"
     (repo / "nbs").mkdir(parents=True)
     shutil.copy(SOURCE, repo / "nbs")
@@ -50,7 +50,7 @@ def make_class(base: Path, released: dict, students=STUDENTS, short=True) -> dic
     (base / "work").mkdir()                           # the grader's temporary folder ($TMPDIR)
     paths = {"course": str(klass / "course"), "submissions": str(klass / "submissions"), "nbs": str(repo / "nbs"),
              "package": str(repo / "tinytorch" / "core" / "embeddings.py"), "work": str(base / "work")}
-    write_submissions(klass / "submissions", released, json.loads(SOURCE.read_text()), students, paths, short)
+    write_submissions(klass / "submissions", released, json.loads(SOURCE.read_text()), students, paths, whole_lesson)
     return {"repo": repo, "subs": klass / "submissions", "course": klass / "course"}
 
 

@@ -158,7 +158,7 @@ def recipes_run(tmp_path_factory, release_11):
     base = tmp_path_factory.mktemp("shards")
     source = json.loads((ROOT / "nbs" / "11_embeddings.ipynb").read_text())
     released = json.loads(release_11.read_text())
-    subs = write_submissions(base / "submissions", released, source, STUDENTS, short=True)
+    subs = write_submissions(base / "submissions", released, source, STUDENTS, whole_lesson=())
     shutil.copytree(subs / "reference", subs / INVALID)
     gha, slurm, tools = base / "gha", base / "slurm", base / "bin"
     for cwd in (gha, slurm):                   # each engine's working copy: the repository's nbs/ and submissions/
