@@ -56,7 +56,7 @@ class LoadSampler:
 
 
 class CpuMeter:
-    """CPU seconds of the processes started with `popen_kw`, and of everything they start, whatever user or PID
+    """CPU seconds of the commands started through `wrap`, and of everything they start, whatever user or PID
     namespace they end up in (the sandboxed kernels run as other users): the usage of a cgroup of their own, which
     root can make (cgroup v1 `cpuacct` or v2). Elsewhere `RUSAGE_CHILDREN`, which misses those kernels (`exact`)."""
     ROOTS = ((Path("/sys/fs/cgroup/cpuacct"), "cpuacct.usage", 1e-9), (Path("/sys/fs/cgroup"), "cpu.stat", 1e-6))
@@ -72,12 +72,11 @@ class CpuMeter:
         self.before = resource.getrusage(resource.RUSAGE_CHILDREN)
         return self
 
-    @property
-    def popen_kw(self) -> dict:
+    def wrap(self, command: list) -> list:
+        "`command`, started by a shell that first moves itself into the cgroup (no Python runs between fork and exec)."
         if self.group is None:
-            return {}
-        procs = self.group / "cgroup.procs"
-        return {"preexec_fn": lambda: procs.write_text(str(os.getpid()))}     # in the child, before it runs anything
+            return command
+        return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.group / "cgroup.procs"), *map(str, command)]
 
     def seconds(self) -> float:
         if self.group is not None:
@@ -100,8 +99,8 @@ def timed(name: str, commands: list, cwd: Path, rows: dict):
     "Run `commands` at once (separate processes); record their wall and CPU time and the load meanwhile."
     with CpuMeter() as meter, LoadSampler() as load:
         start = time.perf_counter()
-        procs = [subprocess.Popen(c, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  **meter.popen_kw) for c in commands]
+        procs = [subprocess.Popen(meter.wrap(c), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for c in commands]
         outs = [p.communicate() for p in procs]
         seconds = time.perf_counter() - start
         cpu = meter.seconds()
