@@ -27,10 +27,11 @@ from .errors import BadInput, MissingInput, NotReady
 from .grade_table import grades_by_student
 from .gradebook import read_gradebook
 from .feedback import publish_feedback
+from .formgrade_guard import NONCE_VARIABLE
 from .notebooks import module_number, nbgrader_fields, read_nb
 
 # %% auto #0
-__all__ = ['FORMGRADE_CONFIG', 'FORMGRADE_TEMPLATE', 'FINAL_COLUMNS', 'CourseNotGraded', 'graded_assignment',
+__all__ = ['FORMGRADE_TEMPLATE', 'FORMGRADE_CONFIG', 'FINAL_COLUMNS', 'CourseNotGraded', 'graded_assignment',
            'with_formgrade_config', 'write_formgrade_template', 'formgrader_command', 'serve_formgrader',
            'gradebook_problem', 'final_points', 'final_grades', 'write_final_grades', 'with_comments',
            'regenerate_feedback']
@@ -50,34 +51,120 @@ def graded_assignment(course_dir, module) -> tuple:
                               f"`tinytorch grade {module} SUBMISSIONS --course {course}` first")
     return course, sources[0]
 
+# %% ../../nbs/93f_manual_grading.ipynb #formgrader-template
+# The formgrader's page head (formgrade_macros.html.j2's `header`) with every inline script under the nonce, the name
+# toggle's click handlers bound by script (the nav's inline `onclick` and tooltip script are refused by the policy),
+# and MathJax configured inline and loaded from `resources.mathjax_url` (the server's copy, with the STIX-Web fonts).
+_FORMGRADE_HEAD = '''{%- extends 'formgrade/index.html.j2' -%}
+{%- block header -%}
+<!DOCTYPE html>
+<html>
+<head>
+<meta charset="utf-8" />
+<title>{{ resources.notebook_id }}</title>
+{%- for lib in ['jquery/dist/jquery.min.js', 'jquery-color/dist/jquery.color.min.js', 'underscore/underscore-min.js',
+                'backbone/backbone-min.js', 'bootstrap/dist/js/bootstrap.min.js', 'autosize/dist/autosize.min.js'] %}
+<script src="{{ resources.base_url }}/formgrader/static/node_modules/{{ lib }}"></script>
+{%- endfor %}
+<script nonce="@NONCE@">
+var submission_id = "{{ resources.submission_id }}";
+var notebook_id = "{{ resources.notebook_id }}";
+var assignment_id = "{{ resources.assignment_id }}";
+var base_url = "{{ resources.base_url }}/formgrader";
+</script>
+{%- for js in ['backbone_xsrf', 'formgrade_keyboardmanager', 'formgrade_models', 'formgrade', 'utils'] %}
+<script src="{{ resources.base_url }}/formgrader/static/js/{{ js }}.js"></script>
+{%- endfor %}
+<script nonce="@NONCE@">
+function toggle_name(on) {
+  $(".name-shown").tooltip('hide');
+  $(".name-hidden").tooltip('hide');
+  $(on ? ".name-shown" : ".name-hidden").show();
+  $(on ? ".name-hidden" : ".name-shown").hide();
+}
+$(document).ready(function() {
+  $("[data-link]").each(function() {
+    $(this).map(linkTo("notebook", $(this).data("link"))).removeAttr("data-link");
+  });
+  $("span.glyphicon.name-hidden").tooltip({title: "Show student name", placement: "bottom", trigger: "hover"})
+    .on("click", function() { toggle_name(true); });
+  $("span.glyphicon.name-shown").tooltip({title: "Hide student name", placement: "bottom", trigger: "hover"})
+    .on("click", function() { toggle_name(false); });
+});
+</script>
+<link rel="stylesheet" href="{{ resources.base_url }}/formgrader/static/node_modules/bootstrap/dist/css/bootstrap.min.css" />
+{% for css in resources.inlining.css %}<style type="text/css">{{ css }}</style>{% endfor %}
+<script nonce="@NONCE@">window.MathJax = {tex2jax: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], processEscapes: true,
+  processEnvironments: true}, TeX: {equationNumbers: {autoNumber: "AMS", useLabelIds: true}}, messageStyle: "none",
+  "HTML-CSS": {availableFonts: [], webFont: "STIX-Web", imageFont: null}};</script>
+<script src="{{ resources.mathjax_url }}"></script>
+<link rel="stylesheet" href="{{ resources.base_url }}/formgrader/static/css/formgrade.css" />
+</head>
+{%- endblock header -%}
+'''
+
+# %% ../../nbs/93f_manual_grading.ipynb #formgrader-template-body
+# The formgrader's page body with its nav (formgrade_macros.html.j2's `nav`) free of inline script: the name toggle
+# and the tooltips are wired up by the head's script. `super.super()` is the notebook itself (nbconvert's body).
+_FORMGRADE_BODY = '''{% block body %}
+<body>
+  <nav class="navbar navbar-default navbar-fixed-top" role="navigation"><div class="container">
+    <div class="col-md-2"><ul class="nav navbar-nav navbar-left"><li class="previous">
+      <a data-toggle="tooltip" data-trigger="hover" data-placement="right" title="{{ resources.index }} remaining"
+         href="{{ resources.base_url }}/formgrader/submissions/{{ resources.submission_id }}/prev">&larr; Prev</a>
+    </li></ul></div>
+    <div class="col-md-8"><ul class="nav text-center"><ul class="breadcrumb">
+      <li><a href="{{ resources.base_url }}/formgrader/gradebook">Manual Grading</a></li>
+      <li><a href="{{ resources.base_url }}/formgrader/gradebook/{{ resources.assignment_id }}">{{ resources.assignment_id }}</a></li>
+      <li><a href="{{ resources.base_url }}/formgrader/gradebook/{{ resources.assignment_id }}/{{ resources.notebook_id }}">{{ resources.notebook_id }}</a></li>
+      <li class="active live-notebook">
+        <a class="name-hidden" data-toggle="tooltip" data-placement="bottom" title="Open live notebook"
+           data-link="{{ resources.notebook_path }}">Submission #{{ resources.index + 1 }}</a>
+        <a class="name-shown" data-toggle="tooltip" data-placement="bottom" title="Open live notebook"
+           data-link="{{ resources.notebook_path }}">
+          {%- if resources.last_name and resources.first_name -%}{{ resources.last_name }}, {{ resources.first_name }}
+          {%- else -%}{{ resources.student }}{%- endif -%}</a>
+        <span class="glyphicon glyphicon-eye-open name-hidden" aria-hidden="true"></span>
+        <span class="glyphicon glyphicon-eye-close name-shown" aria-hidden="true"></span>
+      </li>
+    </ul></ul></div>
+    <div class="col-md-2"><ul class="nav navbar-nav navbar-right"><li class="next">
+      <a class="tabbable" data-trigger="hover" data-toggle="tooltip" data-placement="left"
+         title="{{ resources.total - (resources.index + 1) }} remaining"
+         href="{{ resources.base_url }}/formgrader/submissions/{{ resources.submission_id }}/next">Next &rarr;</a>
+    </li></ul></div>
+  </div></nav>
+  <div class="container"><div class="panel panel-default">
+    <div class="panel-heading"><h4 class="panel-title">
+      <span>{{ resources.notebook_id }}</span>
+      <span class="pull-right">Submission {{ resources.index + 1 }} / {{ resources.total }}</span>
+    </h4></div>
+    <div class="panel-body"><div id="notebook" class="border-box-sizing">
+      <div class="container" id="notebook-container">{{ super.super() }}</div>
+    </div></div>
+  </div></div>
+  <div class="help"><span class="glyphicon glyphicon-question-sign"></span></div>
+  <div id="statusmessage"></div>
+</body>
+{%- endblock body %}
+'''
+FORMGRADE_TEMPLATE = _FORMGRADE_HEAD + _FORMGRADE_BODY
+
 # %% ../../nbs/93f_manual_grading.ipynb #formgrader
 _BLOCK_START, _BLOCK_END = '# >>> tinytorch formgrade', '# <<< tinytorch formgrade'
 FORMGRADE_CONFIG = f'''{_BLOCK_START} (written by `tinytorch formgrade`; inert unless it starts the server)
 import os as _os
-if _os.environ.get("TINYTORCH_FORMGRADE_TEMPLATES"):   # the grading page loads MathJax from this server, not a CDN
+if _os.environ.get("TINYTORCH_FORMGRADE_TEMPLATES"):   # the course's grading page: cleaned, MathJax from this server
     from nbgrader.server_extensions.formgrader.handlers import template_path as _formgrader_templates
     c.HTMLExporter.template_name = "tinytorch_formgrade"
     c.HTMLExporter.extra_template_basedirs = [_os.environ["TINYTORCH_FORMGRADE_TEMPLATES"], _formgrader_templates]
     c.HTMLExporter.extra_template_paths = [_formgrader_templates]
     c.HTMLExporter.mathjax_url = "/static/jupyter_server_mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+    c.HTMLExporter.sanitize_html = True
+    c.HTMLExporter.filters = {{"clean_html": "tinytorch.course.sanitize.clean_html",
+                              "strip_files_prefix": "tinytorch.course.sanitize.strip_files_prefix_and_clean"}}
+    c.HTMLExporter.preprocessors = ["tinytorch.course.sanitize.without_interactive_outputs"]
 {_BLOCK_END}
-'''
-# The formgrader's page with one change: MathJax from `resources.mathjax_url` (the server's copy, which has the
-# STIX-Web fonts) instead of the CDN default.
-FORMGRADE_TEMPLATE = '''{%- extends 'formgrade/index.html.j2' -%}
-{%- from 'mathjax.html.j2' import mathjax -%}
-{%- from 'formgrade_macros.html.j2' import header -%}
-{%- block header -%}
-<!DOCTYPE html>
-<html>
-<head>
-{{ header(resources) }}
-{% for css in resources.inlining.css %}<style type="text/css">{{ css }}</style>{% endfor %}
-<script>window.MathJax = {"HTML-CSS": {availableFonts: [], webFont: "STIX-Web", imageFont: null}};</script>
-{{ mathjax(resources.mathjax_url) }}
-<link rel="stylesheet" href="{{ resources.base_url }}/formgrader/static/css/formgrade.css" />
-</head>
-{%- endblock header -%}
 '''
 
 def with_formgrade_config(config_text: str) -> str:
@@ -85,23 +172,24 @@ def with_formgrade_config(config_text: str) -> str:
     kept = re.sub(rf"\n?{re.escape(_BLOCK_START)}.*?{re.escape(_BLOCK_END)}\n?", '\n', config_text, flags=re.S)
     return kept.rstrip('\n') + '\n\n' + FORMGRADE_CONFIG
 
-def write_formgrade_template(folder: Path) -> Path:
-    "The `tinytorch_formgrade` template (conf.json and index.html.j2) under `folder`; returns `folder`."
+def write_formgrade_template(folder: Path, nonce: str) -> Path:
+    "The `tinytorch_formgrade` template (conf.json and index.html.j2) under `folder`, its scripts' nonce `nonce`."
     dest = folder / 'tinytorch_formgrade'
     dest.mkdir(parents=True, exist_ok=True)
     (dest / 'conf.json').write_text(json.dumps({'base_template': 'formgrade', 'mimetypes': {'text/html': True}}))
-    (dest / 'index.html.j2').write_text(FORMGRADE_TEMPLATE)
+    (dest / 'index.html.j2').write_text(FORMGRADE_TEMPLATE.replace('@NONCE@', nonce))
     return folder
 
 # %% ../../nbs/93f_manual_grading.ipynb #serve
 _FORMGRADER_NEEDS = {'nbgrader': 'nbgrader', 'jupyterlab': 'jupyterlab', 'jupyter_server_mathjax': 'jupyter-server-mathjax'}
 
 def formgrader_command(course: Path, port: int, token: str, ip: str = '127.0.0.1') -> list:
-    "The JupyterLab command line that serves `course` with the formgrader."
+    "The JupyterLab command line that serves `course` with the formgrader, no terminals and only what grading needs."
     as_root = ['--allow-root'] if hasattr(os, 'geteuid') and os.geteuid() == 0 else []
     return [sys.executable, '-m', 'jupyterlab', '--no-browser', *as_root, f'--ServerApp.ip={ip}',
             f'--ServerApp.port={port}', '--ServerApp.port_retries=0', f'--ServerApp.root_dir={course.resolve()}',
-            f'--IdentityProvider.token={token}']
+            f'--IdentityProvider.token={token}', '--ServerApp.terminals_enabled=False',
+            '--ServerApp.jpserver_extensions=tinytorch.course.formgrade_guard=True']
 
 # %% ../../nbs/93f_manual_grading.ipynb #serve-port
 def _check_port(ip: str, port: int) -> int:
@@ -135,12 +223,13 @@ def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.s
     missing = [pkg for module, pkg in _FORMGRADER_NEEDS.items() if importlib.util.find_spec(module) is None]
     if missing:
         raise NotReady(f"the formgrader needs {', '.join(missing)}: pip install 'tinytorch[dev]'")
-    port, token = _check_port(ip, port), secrets.token_hex(16)
+    port, token, nonce = _check_port(ip, port), secrets.token_hex(16), secrets.token_hex(16)
     config = course / 'nbgrader_config.py'
     config.write_text(with_formgrade_config(config.read_text()))
     log = course / 'formgrader.log'
     with tempfile.TemporaryDirectory(prefix='tinytorch-formgrade-') as templates, open(log, 'w') as sink:
-        env = dict(os.environ, TINYTORCH_FORMGRADE_TEMPLATES=str(write_formgrade_template(Path(templates))))
+        env = dict(os.environ, TINYTORCH_FORMGRADE_TEMPLATES=str(write_formgrade_template(Path(templates), nonce)),
+                   **{NONCE_VARIABLE: nonce})
         server = subprocess.Popen(formgrader_command(course, port, token, ip), cwd=course, env=env,
                                   stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
         previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
