@@ -34,7 +34,7 @@ def formgrader_policy(nonce: str, origin: str, base_url: str = '/') -> str:
     static = f"{origin}{base_url}formgrader/static/ {origin}{base_url}static/jupyter_server_mathjax/"
     return '; '.join([f"default-src 'self'", f"script-src 'nonce-{nonce}' {static}",
                       "style-src 'self' 'unsafe-inline'", "img-src 'self' data: http: https:", "font-src 'self' data: about:",
-                      "connect-src 'self'", "frame-src 'none'", "object-src 'none'", "base-uri 'none'",
+                      "connect-src 'self'", "frame-src data:", "object-src 'none'", "base-uri 'none'",
                       "form-action 'none'", "frame-ancestors 'self'"])
 
 # %% ../../nbs/93j_formgrade_guard.ipynb #extension

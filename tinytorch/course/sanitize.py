@@ -79,7 +79,8 @@ def without_interactive_outputs(nb, resources=None) -> tuple:
 # %% ../../nbs/93i_sanitize.ipynb #policy
 _SCRIPT = re.compile(r"<script(?P<attrs>[^>]*)>(?P<body>.*?)</script>", re.S | re.I)
 _SRC = re.compile(r"""\bsrc=["']([^"']+)["']""")
-_NOT_SCRIPT = re.compile(r"""\btype=["']?(?!text/javascript|module|application/javascript)""", re.I)
+_NOT_SCRIPT = re.compile(r"""\btype=["']?(?!["']|text/javascript|module|application/javascript)""", re.I)
+_IMPORT = re.compile(r"""\bfrom\s+["'](https://[^"']+)["']""")          # a module script's imports
 _MATHJAX_BLOCK = re.compile(r"<script type=\"text/x-mathjax-config\">.*?</script>", re.S)
 MATHJAX_CONFIG = ("window.MathJax = {tex2jax: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], "
                   "displayMath: [['$$', '$$'], ['\\\\[', '\\\\]']], processEscapes: true, processEnvironments: true}, "
@@ -99,11 +100,12 @@ def _sha256(text: str) -> str:
 def page_policy(own_page: str) -> str:
     "The Content-Security-Policy that lets exactly the scripts of `own_page` (the template on an empty notebook) run."
     scripts = list(_SCRIPT.finditer(own_page))
-    folders = sorted({src.split('?')[0].rsplit('/', 1)[0] + '/' for m in scripts for src in _SRC.findall(m['attrs'])})
+    urls = [url for m in scripts for url in _SRC.findall(m['attrs']) + _IMPORT.findall(m['body'])]
+    folders = sorted({url.split('?')[0].rsplit('/', 1)[0] + '/' for url in urls})
     hashes = [_sha256(m['body']) for m in scripts if not _SRC.search(m['attrs']) and not _NOT_SCRIPT.search(m['attrs'])]
     return '; '.join([
         "default-src 'none'", f"script-src {' '.join(hashes + folders)}", f"style-src 'unsafe-inline' {' '.join(folders)}",
-        f"font-src data: {' '.join(folders)}", "img-src data: http: https:", "frame-src data:", "connect-src 'none'",
+        f"font-src 'self' data: {' '.join(folders)}", "img-src 'self' data: http: https:", "frame-src data:", "connect-src 'none'",
         "object-src 'none'", "base-uri 'none'", "form-action 'none'"])
 
 def with_page_policy(page: str, own_page: str) -> str:
