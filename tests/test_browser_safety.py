@@ -69,8 +69,10 @@ def regraded(course):
 
 @contextlib.contextmanager
 def _http(folder):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(
-        http.server.SimpleHTTPRequestHandler, directory=str(folder)))
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -96,9 +98,12 @@ def formgrader(regraded):
     assert server.wait(WAIT_S) == 0
 
 
-def _open(browser, url, login=None):
-    "(page, payload names that ran) after `url` loaded, its javascript: links clicked and its events handled."
+def _open(browser, url, login=None, watch=None):
+    """(page, payload names that ran) after `url` loaded, its javascript: links clicked and its events handled;
+    `watch(page)` is called before anything loads."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
+    if watch:
+        watch(page)
     page.set_default_timeout(WAIT_S * 1000)
     ran = set()
     page.on("console", lambda m: ran.add(m.text[len(MARK):]) if m.text.startswith(MARK) else None)
@@ -119,20 +124,20 @@ def _submission_url(page, formgrader, student):
 
 
 @contextlib.contextmanager
-def _place(where, course, browser, formgrader=None):
+def _place(where, course, browser, formgrader=None, watch=None):
     "Open the hostile student's page in `where`; yields (page, names that ran)."
     folder = {"feedback": course.parent / "feedback-by-grade", "regraded": course / "feedback"}.get(where.split("-")[0])
     if where.endswith("-file"):
-        yield _open(browser, (folder / PAGE.relative_to("feedback")).as_uri())
+        yield _open(browser, (folder / PAGE.relative_to("feedback")).as_uri(), watch=watch)
     elif where.endswith("-http"):
         with _http(folder) as base:
-            yield _open(browser, f"{base}/{PAGE.relative_to('feedback').as_posix()}")
+            yield _open(browser, f"{base}/{PAGE.relative_to('feedback').as_posix()}", watch=watch)
     else:
         login = browser.new_page()
         login.goto(formgrader)
         url = _submission_url(login, formgrader, "hostile")
         login.close()
-        page, ran = _open(browser, url, login=formgrader)
+        page, ran = _open(browser, url, login=formgrader, watch=watch)
         page.wait_for_function("() => window.MathJax && MathJax.loaded === true")
         yield page, ran
 
@@ -169,3 +174,105 @@ def test_the_lessons_content_still_renders(where, course, regraded, browser, req
         else:                   # the pages load MathJax from its CDN, offline here: the formula's TeX is intact
             assert r"\sum_{i=1}^{n} d_i" in page.inner_text("body")
         page.close()
+
+
+VIOLATIONS = ("window.__violations = []; document.addEventListener('securitypolicyviolation', "
+              "e => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI))")
+INJECT = f"""() => new Promise(done => {{
+    const s = document.createElement('script');
+    s.textContent = "console.log('{MARK}dom-script')";
+    document.body.appendChild(s);
+    const a = document.createElement('a');
+    a.href = "javascript:console.log('{MARK}dom-javascript-link')";
+    a.textContent = 'PAYLOAD LINK dom';
+    document.body.appendChild(a);
+    const i = document.createElement('img');
+    i.setAttribute('onerror', "console.log('{MARK}dom-img-onerror')");
+    i.addEventListener('error', () => setTimeout(done, 0));
+    i.src = 'x-missing.png';
+    document.body.appendChild(i);
+}})"""
+
+
+@pytest.mark.parametrize("where", ["feedback-file", "feedback-http", "formgrader"])
+def test_the_page_policy_refuses_script_the_cleaner_let_through(where, course, browser, request):
+    """The second line: markup added to the page after the cleaner (as if it had missed it) doesn't run, and the
+    page's own scripts are not refused."""
+    formgrader = request.getfixturevalue("formgrader") if where == "formgrader" else None
+    with _place(where, course, browser, formgrader, watch=lambda page: page.add_init_script(VIOLATIONS)) as (page, ran):
+        own = [v for v in page.evaluate("() => window.__violations") if v.startswith("script-src")]
+        assert own == [], f"the page's own scripts were refused: {own}"
+        page.evaluate(INJECT)
+        page.locator("a", has_text="PAYLOAD LINK dom").click()
+        page.evaluate("() => new Promise(done => requestAnimationFrame(() => setTimeout(done, 0)))")
+        refused = page.evaluate("() => window.__violations")
+        page.close()
+    assert ran == set(), f"{where}: ran {sorted(ran)}"
+    assert sum(v.startswith("script-src") for v in refused) >= 3, refused
+
+
+# What a script running in the formgrader's page, with the instructor's session, would try. POSTs that would run
+# nbgrader come last: on a server that allowed them they change the course.
+ATTEMPTS = [("GET", "/api/contents"), ("GET", "/api/contents/source/11_embeddings/11_embeddings.ipynb"),
+            ("GET", "/files/source/11_embeddings/11_embeddings.ipynb"), ("GET", "/api/sessions"),
+            ("GET", "/api/kernelspecs"), ("GET", "/lab"), ("GET", "/tree"), ("PUT", "/api/contents/evil.py"),
+            ("POST", "/api/kernels"), ("POST", "/api/sessions"), ("POST", "/api/terminals"),
+            ("PUT", "/formgrader/api/student/intruder"), ("PUT", "/formgrader/api/assignment/intrusion"),
+            ("POST", "/formgrader/api/assignment/11_embeddings/hostile/generate_feedback"),
+            ("POST", "/formgrader/api/submission/11_embeddings/hostile/autograde")]
+FETCH = """async ([base, tries]) => {
+    const xsrf = decodeURIComponent((document.cookie.match(/_xsrf=([^;]+)/) || [, ''])[1]);
+    const out = {};
+    for (const [method, path] of tries) {
+        const body = method === 'GET' ? undefined : (path.includes('contents') ? '{"type": "file", "format": "text", "content": "x"}' : '{}');
+        const r = await fetch(base + path, {method, body, headers: {'X-XSRFToken': xsrf, 'Content-Type': 'application/json'}});
+        out[method + ' ' + path] = r.status;
+    }
+    return out;
+}"""
+
+
+def test_a_script_on_the_formgrader_origin_can_only_grade(course, browser, formgrader, request):
+    """Measured from the submission view with the instructor's session: Jupyter's API and the formgrader's
+    nbgrader-running endpoints are refused; what the grading page itself requests while a score and a comment are
+    saved is served."""
+    base = formgrader.split("/formgrader")[0]
+    used = []
+    watch = lambda page: page.on("response", lambda r: used.append((r.request.method, r.url.replace(base, "").split("?")[0],
+                                                                    r.status)))
+    with _place("formgrader", course, browser, formgrader, watch=watch) as (page, _):
+        box = page.locator(f"input.score#{ANSWER}")
+        box.fill("2")
+        box.press("Tab")
+        comment = page.locator(f"textarea#{ANSWER}-comment")
+        comment.fill("seen")
+        comment.press("Tab")
+        page.wait_for_function(f"""() => fetch('{base}/formgrader/api/comments?submission_id=' + submission_id)
+            .then(r => r.json()).then(cs => cs.some(c => c.name === '{ANSWER}' && c.manual_comment === 'seen'))""")
+        page_used = [u for u in used if u[0] != "GET" or not u[1].endswith("/api/comments")]   # the page's, not the wait's
+        statuses = page.evaluate(FETCH, [base, ATTEMPTS])
+        grade_id = page.evaluate("() => fetch(base_url + '/api/grades?submission_id=' + submission_id)"
+                                 ".then(r => r.json()).then(gs => gs[0].id)")
+        still = page.evaluate(FETCH, [base, [("GET", "/api/status"), ("PUT", f"/formgrader/api/grade/{grade_id}")]])
+        page.close()
+    print("attempts:", statuses, "\nstill allowed:", still, "\nthe grading page used:", sorted(set(page_used)))
+    assert all(code in (403, 404) for code in statuses.values()), statuses
+    assert [u for u in page_used if u[2] == 403] == [], "the guard refused what the grading page needs"
+    assert any(m == "PUT" and "/formgrader/api/grade/" in p for m, p, _ in page_used), "no score was saved"
+    assert still == {"GET /api/status": 200, f"PUT /formgrader/api/grade/{grade_id}": 200}, still
+
+
+def test_nbgrader_export_pays_what_the_final_grades_say(regraded, tmp_path):
+    "The gradebook holds the safe score: nbgrader's own export agrees with `final_grades`, flagged students included."
+    from tinytorch.course.manual_grading import final_grades
+    out = subprocess.run([sys.executable, "-m", "nbgrader", "export", f"--CsvExportPlugin.to={tmp_path / 'export.csv'}"],
+                         cwd=regraded, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    exported = {r["student_id"]: float(r["score"]) for r in csv.DictReader(open(tmp_path / "export.csv"))}
+    _, rows = final_grades(regraded, 11)
+    final = {r["student"]: float(r["total"]) for r in rows}
+    assert {r["student"]: r["status"] for r in rows}["flagged"] in ("to confirm", "to grade"), rows
+    graded = {r["student"]: r for r in csv.DictReader(open(regraded / f"grades_{ASSIGNMENT}.csv"))
+              if r["status"] == "flagged" and float(r["points"]) > float(r["score"])}
+    assert "flagged" in graded, "the flagged student should have a part nbgrader paid more than the re-check"
+    assert exported == final, (exported, final)
