@@ -644,6 +644,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                          'tinytorch.course.limits.tree_memory': ('limits.html#tree_memory', 'tinytorch/course/limits.py')},
             'tinytorch.course.manual_grading': { 'tinytorch.course.manual_grading.CourseNotGraded': ( 'manual_grading.html#coursenotgraded',
                                                                                                       'tinytorch/course/manual_grading.py'),
+                                                 'tinytorch.course.manual_grading._check_guarded': ( 'manual_grading.html#_check_guarded',
+                                                                                                     'tinytorch/course/manual_grading.py'),
                                                  'tinytorch.course.manual_grading._check_port': ( 'manual_grading.html#_check_port',
                                                                                                   'tinytorch/course/manual_grading.py'),
                                                  'tinytorch.course.manual_grading._comment_cell': ( 'manual_grading.html#_comment_cell',

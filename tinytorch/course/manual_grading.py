@@ -213,6 +213,18 @@ def _wait_until_serving(url: str, server: subprocess.Popen, log: Path):
     tail = log.read_text(errors='replace')[-1500:]
     raise RuntimeError(f"the formgrader's server stopped (exit {server.returncode}); the end of {log}:\n{tail}")
 
+def _check_guarded(base: str, token: str, server: subprocess.Popen, log: Path):
+    "Return when the server refuses Jupyter's contents API (its guard is on); stop it and raise otherwise."
+    try:
+        urllib.request.urlopen(f"{base}/api/contents?token={token}", timeout=30).close()
+        status = 200
+    except urllib.error.HTTPError as e:
+        status = e.code
+    if status != 403:
+        server.terminate()
+        raise RuntimeError(f"the formgrader's server answered {status}, not 403, to Jupyter's contents API: its guard "
+                           f"(tinytorch.course.formgrade_guard) is not active, so it was stopped; see {log}")
+
 # %% ../../nbs/93f_manual_grading.ipynb #serve-2
 def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.stdout) -> int:
     "Serve the formgrader on a graded course until Ctrl-C or SIGTERM; print its address first."
@@ -235,6 +247,7 @@ def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.s
         previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             _wait_until_serving(f"http://{ip}:{port}/api/status?token={token}", server, log)
+            _check_guarded(f"http://{ip}:{port}", token, server, log)
             print(f"formgrader: http://{ip}:{port}/formgrader?token={token}", file=out, flush=True)
             print(f"  Manual Grading lists each submission's written answers; Ctrl-C stops the server "
                   f"(log: {log})", file=out, flush=True)
