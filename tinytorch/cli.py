@@ -138,7 +138,7 @@ def cmd_grades(args) -> int:
         raise MissingInput(f"--out {args.out}: no folder {Path(args.out).parent} to write it in")
     parts, rows = final_grades(course, args.module)
     path = write_final_grades(parts, rows, args.out or course / f"final_grades_{assignment}.csv")
-    counts = {s: sum(r['status'] == s for r in rows) for s in ('complete', 'to grade', 'to confirm', 'failed')}
+    counts = {s: sum(r['status'] == s for r in rows) for s in ('complete', 'to grade', 'to confirm', 'flagged', 'failed')}
     print(f"final grades: {path} ({len(rows)} students: " + ', '.join(f"{n} {s}" for s, n in counts.items()) + ")")
     pages = regenerate_feedback(course, assignment, parts, rows)
     withheld = sorted(s for s, page in pages.items() if page is None)

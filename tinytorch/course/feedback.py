@@ -5,14 +5,16 @@
 # %% ../../nbs/93h_feedback.ipynb #imports
 from __future__ import annotations
 
+import functools
 import html
 from pathlib import Path
 
 from .assignments import find_leaks
 from .notebooks import cell_source, strip_hidden_tests
+from .sanitize import clean_html, strip_files_prefix_and_clean, with_page_policy, without_interactive_outputs
 
 # %% auto #0
-__all__ = ['sanitize_for_feedback', 'feedback_exporter', 'render_feedback', 'publish_feedback']
+__all__ = ['sanitize_for_feedback', 'feedback_exporter', 'own_page', 'render_feedback', 'publish_feedback']
 
 # %% ../../nbs/93h_feedback.ipynb #feedback
 def sanitize_for_feedback(nb: dict) -> dict:
@@ -28,29 +30,35 @@ def sanitize_for_feedback(nb: dict) -> dict:
 
 # %% ../../nbs/93h_feedback.ipynb #exporter
 class _HighlightedCode(str):
-    "A code cell's source as pygments' HTML: every character of the source escaped, so nothing for bleach to remove."
+    "A code cell's source as pygments' HTML: every character of the source escaped, so nothing for a cleaner to remove."
 
 def feedback_exporter(lexer: str = 'ipython3'):
-    """nbconvert's classic HTML exporter, whose `clean_html` (bleach) passes code cells' highlighted sources through
-    untouched: pygments escapes every character of them. Markdown, HTML and SVG outputs are sanitized as before."""
+    """nbconvert's classic HTML exporter with `sanitize_html` on and the course's cleaner as its `clean_html`, which
+    passes code cells' highlighted sources through untouched: pygments escapes every character of them."""
     from nbconvert import HTMLExporter
     from nbconvert.filters.highlight import Highlight2HTML
-    from nbconvert.filters.strings import clean_html
     highlight = Highlight2HTML(pygments_lexer=lexer)
-    return HTMLExporter(template_name='classic', filters={
+    return HTMLExporter(template_name='classic', sanitize_html=True, filters={
         'highlight_code': lambda *args, **kw: _HighlightedCode(highlight(*args, **kw)),
-        'clean_html': lambda text: text if type(text) is _HighlightedCode else clean_html(text)})
+        'clean_html': lambda text: text if type(text) is _HighlightedCode else clean_html(text),
+        'strip_files_prefix': strip_files_prefix_and_clean})
+
+@functools.lru_cache(maxsize=4)
+def own_page(lexer: str = 'ipython3') -> str:
+    "The feedback template rendered on an empty notebook: every script in it is the page's own."
+    import nbformat
+    return feedback_exporter(lexer).from_notebook_node(nbformat.v4.new_notebook())[0]
 
 
 # %% ../../nbs/93h_feedback.ipynb #publish
 def render_feedback(nb: dict, header: str, dest: Path) -> Path:
-    "Write `nb` as feedback HTML under a markdown `header`, hidden tests and tracebacks removed."
+    "Write `nb` as feedback HTML under a markdown `header`: hidden tests, tracebacks and interactive outputs removed."
     import nbformat
     nb = dict(nb, cells=[{'cell_type': 'markdown', 'metadata': {}, 'source': header, 'id': 'tinytorch-feedback'},
                          *nb['cells']])
-    node = nbformat.from_dict(sanitize_for_feedback(nb))   # the notebook type nbconvert expects
+    node, _ = without_interactive_outputs(nbformat.from_dict(sanitize_for_feedback(nb)))   # the type nbconvert expects
     lexer = node.metadata.get('language_info', {}).get('pygments_lexer', 'ipython3')
-    body, _ = feedback_exporter(lexer).from_notebook_node(node)
+    body = with_page_policy(feedback_exporter(lexer).from_notebook_node(node)[0], own_page(lexer))
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(body, encoding='utf-8')
     return dest

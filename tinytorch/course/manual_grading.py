@@ -27,12 +27,14 @@ from .errors import BadInput, MissingInput, NotReady
 from .grade_table import grades_by_student
 from .gradebook import read_gradebook
 from .feedback import publish_feedback
+from .formgrade_guard import NONCE_VARIABLE
 from .notebooks import module_number, nbgrader_fields, read_nb
 
 # %% auto #0
-__all__ = ['FORMGRADE_CONFIG', 'FORMGRADE_TEMPLATE', 'FINAL_COLUMNS', 'CourseNotGraded', 'graded_assignment',
+__all__ = ['FORMGRADE_TEMPLATE', 'FORMGRADE_CONFIG', 'FINAL_COLUMNS', 'CourseNotGraded', 'graded_assignment',
            'with_formgrade_config', 'write_formgrade_template', 'formgrader_command', 'serve_formgrader',
-           'final_points', 'final_grades', 'write_final_grades', 'with_comments', 'regenerate_feedback']
+           'gradebook_problem', 'final_points', 'final_grades', 'write_final_grades', 'with_comments',
+           'regenerate_feedback']
 
 # %% ../../nbs/93f_manual_grading.ipynb #course
 class CourseNotGraded(MissingInput):
@@ -49,34 +51,120 @@ def graded_assignment(course_dir, module) -> tuple:
                               f"`tinytorch grade {module} SUBMISSIONS --course {course}` first")
     return course, sources[0]
 
+# %% ../../nbs/93f_manual_grading.ipynb #formgrader-template
+# The formgrader's page head (formgrade_macros.html.j2's `header`) with every inline script under the nonce, the name
+# toggle's click handlers bound by script (the nav's inline `onclick` and tooltip script are refused by the policy),
+# and MathJax configured inline and loaded from `resources.mathjax_url` (the server's copy, with the STIX-Web fonts).
+_FORMGRADE_HEAD = '''{%- extends 'formgrade/index.html.j2' -%}
+{%- block header -%}
+<!DOCTYPE html>
+<html>
+<head>
+<meta charset="utf-8" />
+<title>{{ resources.notebook_id }}</title>
+{%- for lib in ['jquery/dist/jquery.min.js', 'jquery-color/dist/jquery.color.min.js', 'underscore/underscore-min.js',
+                'backbone/backbone-min.js', 'bootstrap/dist/js/bootstrap.min.js', 'autosize/dist/autosize.min.js'] %}
+<script src="{{ resources.base_url }}/formgrader/static/node_modules/{{ lib }}"></script>
+{%- endfor %}
+<script nonce="@NONCE@">
+var submission_id = "{{ resources.submission_id }}";
+var notebook_id = "{{ resources.notebook_id }}";
+var assignment_id = "{{ resources.assignment_id }}";
+var base_url = "{{ resources.base_url }}/formgrader";
+</script>
+{%- for js in ['backbone_xsrf', 'formgrade_keyboardmanager', 'formgrade_models', 'formgrade', 'utils'] %}
+<script src="{{ resources.base_url }}/formgrader/static/js/{{ js }}.js"></script>
+{%- endfor %}
+<script nonce="@NONCE@">
+function toggle_name(on) {
+  $(".name-shown").tooltip('hide');
+  $(".name-hidden").tooltip('hide');
+  $(on ? ".name-shown" : ".name-hidden").show();
+  $(on ? ".name-hidden" : ".name-shown").hide();
+}
+$(document).ready(function() {
+  $("[data-link]").each(function() {
+    $(this).map(linkTo("notebook", $(this).data("link"))).removeAttr("data-link");
+  });
+  $("span.glyphicon.name-hidden").tooltip({title: "Show student name", placement: "bottom", trigger: "hover"})
+    .on("click", function() { toggle_name(true); });
+  $("span.glyphicon.name-shown").tooltip({title: "Hide student name", placement: "bottom", trigger: "hover"})
+    .on("click", function() { toggle_name(false); });
+});
+</script>
+<link rel="stylesheet" href="{{ resources.base_url }}/formgrader/static/node_modules/bootstrap/dist/css/bootstrap.min.css" />
+{% for css in resources.inlining.css %}<style type="text/css">{{ css }}</style>{% endfor %}
+<script nonce="@NONCE@">window.MathJax = {tex2jax: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], processEscapes: true,
+  processEnvironments: true}, TeX: {equationNumbers: {autoNumber: "AMS", useLabelIds: true}}, messageStyle: "none",
+  "HTML-CSS": {availableFonts: [], webFont: "STIX-Web", imageFont: null}};</script>
+<script src="{{ resources.mathjax_url }}"></script>
+<link rel="stylesheet" href="{{ resources.base_url }}/formgrader/static/css/formgrade.css" />
+</head>
+{%- endblock header -%}
+'''
+
+# %% ../../nbs/93f_manual_grading.ipynb #formgrader-template-body
+# The formgrader's page body with its nav (formgrade_macros.html.j2's `nav`) free of inline script: the name toggle
+# and the tooltips are wired up by the head's script. `super.super()` is the notebook itself (nbconvert's body).
+_FORMGRADE_BODY = '''{% block body %}
+<body>
+  <nav class="navbar navbar-default navbar-fixed-top" role="navigation"><div class="container">
+    <div class="col-md-2"><ul class="nav navbar-nav navbar-left"><li class="previous">
+      <a data-toggle="tooltip" data-trigger="hover" data-placement="right" title="{{ resources.index }} remaining"
+         href="{{ resources.base_url }}/formgrader/submissions/{{ resources.submission_id }}/prev">&larr; Prev</a>
+    </li></ul></div>
+    <div class="col-md-8"><ul class="nav text-center"><ul class="breadcrumb">
+      <li><a href="{{ resources.base_url }}/formgrader/gradebook">Manual Grading</a></li>
+      <li><a href="{{ resources.base_url }}/formgrader/gradebook/{{ resources.assignment_id }}">{{ resources.assignment_id }}</a></li>
+      <li><a href="{{ resources.base_url }}/formgrader/gradebook/{{ resources.assignment_id }}/{{ resources.notebook_id }}">{{ resources.notebook_id }}</a></li>
+      <li class="active live-notebook">
+        <a class="name-hidden" data-toggle="tooltip" data-placement="bottom" title="Open live notebook"
+           data-link="{{ resources.notebook_path }}">Submission #{{ resources.index + 1 }}</a>
+        <a class="name-shown" data-toggle="tooltip" data-placement="bottom" title="Open live notebook"
+           data-link="{{ resources.notebook_path }}">
+          {%- if resources.last_name and resources.first_name -%}{{ resources.last_name }}, {{ resources.first_name }}
+          {%- else -%}{{ resources.student }}{%- endif -%}</a>
+        <span class="glyphicon glyphicon-eye-open name-hidden" aria-hidden="true"></span>
+        <span class="glyphicon glyphicon-eye-close name-shown" aria-hidden="true"></span>
+      </li>
+    </ul></ul></div>
+    <div class="col-md-2"><ul class="nav navbar-nav navbar-right"><li class="next">
+      <a class="tabbable" data-trigger="hover" data-toggle="tooltip" data-placement="left"
+         title="{{ resources.total - (resources.index + 1) }} remaining"
+         href="{{ resources.base_url }}/formgrader/submissions/{{ resources.submission_id }}/next">Next &rarr;</a>
+    </li></ul></div>
+  </div></nav>
+  <div class="container"><div class="panel panel-default">
+    <div class="panel-heading"><h4 class="panel-title">
+      <span>{{ resources.notebook_id }}</span>
+      <span class="pull-right">Submission {{ resources.index + 1 }} / {{ resources.total }}</span>
+    </h4></div>
+    <div class="panel-body"><div id="notebook" class="border-box-sizing">
+      <div class="container" id="notebook-container">{{ super.super() }}</div>
+    </div></div>
+  </div></div>
+  <div class="help"><span class="glyphicon glyphicon-question-sign"></span></div>
+  <div id="statusmessage"></div>
+</body>
+{%- endblock body %}
+'''
+FORMGRADE_TEMPLATE = _FORMGRADE_HEAD + _FORMGRADE_BODY
+
 # %% ../../nbs/93f_manual_grading.ipynb #formgrader
 _BLOCK_START, _BLOCK_END = '# >>> tinytorch formgrade', '# <<< tinytorch formgrade'
 FORMGRADE_CONFIG = f'''{_BLOCK_START} (written by `tinytorch formgrade`; inert unless it starts the server)
 import os as _os
-if _os.environ.get("TINYTORCH_FORMGRADE_TEMPLATES"):   # the grading page loads MathJax from this server, not a CDN
+if _os.environ.get("TINYTORCH_FORMGRADE_TEMPLATES"):   # the course's grading page: cleaned, MathJax from this server
     from nbgrader.server_extensions.formgrader.handlers import template_path as _formgrader_templates
     c.HTMLExporter.template_name = "tinytorch_formgrade"
     c.HTMLExporter.extra_template_basedirs = [_os.environ["TINYTORCH_FORMGRADE_TEMPLATES"], _formgrader_templates]
     c.HTMLExporter.extra_template_paths = [_formgrader_templates]
     c.HTMLExporter.mathjax_url = "/static/jupyter_server_mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+    c.HTMLExporter.sanitize_html = True
+    c.HTMLExporter.filters = {{"clean_html": "tinytorch.course.sanitize.clean_html",
+                              "strip_files_prefix": "tinytorch.course.sanitize.strip_files_prefix_and_clean"}}
+    c.HTMLExporter.preprocessors = ["tinytorch.course.sanitize.without_interactive_outputs"]
 {_BLOCK_END}
-'''
-# The formgrader's page with one change: MathJax from `resources.mathjax_url` (the server's copy, which has the
-# STIX-Web fonts) instead of the CDN default.
-FORMGRADE_TEMPLATE = '''{%- extends 'formgrade/index.html.j2' -%}
-{%- from 'mathjax.html.j2' import mathjax -%}
-{%- from 'formgrade_macros.html.j2' import header -%}
-{%- block header -%}
-<!DOCTYPE html>
-<html>
-<head>
-{{ header(resources) }}
-{% for css in resources.inlining.css %}<style type="text/css">{{ css }}</style>{% endfor %}
-<script>window.MathJax = {"HTML-CSS": {availableFonts: [], webFont: "STIX-Web", imageFont: null}};</script>
-{{ mathjax(resources.mathjax_url) }}
-<link rel="stylesheet" href="{{ resources.base_url }}/formgrader/static/css/formgrade.css" />
-</head>
-{%- endblock header -%}
 '''
 
 def with_formgrade_config(config_text: str) -> str:
@@ -84,23 +172,24 @@ def with_formgrade_config(config_text: str) -> str:
     kept = re.sub(rf"\n?{re.escape(_BLOCK_START)}.*?{re.escape(_BLOCK_END)}\n?", '\n', config_text, flags=re.S)
     return kept.rstrip('\n') + '\n\n' + FORMGRADE_CONFIG
 
-def write_formgrade_template(folder: Path) -> Path:
-    "The `tinytorch_formgrade` template (conf.json and index.html.j2) under `folder`; returns `folder`."
+def write_formgrade_template(folder: Path, nonce: str) -> Path:
+    "The `tinytorch_formgrade` template (conf.json and index.html.j2) under `folder`, its scripts' nonce `nonce`."
     dest = folder / 'tinytorch_formgrade'
     dest.mkdir(parents=True, exist_ok=True)
     (dest / 'conf.json').write_text(json.dumps({'base_template': 'formgrade', 'mimetypes': {'text/html': True}}))
-    (dest / 'index.html.j2').write_text(FORMGRADE_TEMPLATE)
+    (dest / 'index.html.j2').write_text(FORMGRADE_TEMPLATE.replace('@NONCE@', nonce))
     return folder
 
 # %% ../../nbs/93f_manual_grading.ipynb #serve
 _FORMGRADER_NEEDS = {'nbgrader': 'nbgrader', 'jupyterlab': 'jupyterlab', 'jupyter_server_mathjax': 'jupyter-server-mathjax'}
 
 def formgrader_command(course: Path, port: int, token: str, ip: str = '127.0.0.1') -> list:
-    "The JupyterLab command line that serves `course` with the formgrader."
+    "The JupyterLab command line that serves `course` with the formgrader, no terminals and only what grading needs."
     as_root = ['--allow-root'] if hasattr(os, 'geteuid') and os.geteuid() == 0 else []
     return [sys.executable, '-m', 'jupyterlab', '--no-browser', *as_root, f'--ServerApp.ip={ip}',
             f'--ServerApp.port={port}', '--ServerApp.port_retries=0', f'--ServerApp.root_dir={course.resolve()}',
-            f'--IdentityProvider.token={token}']
+            f'--IdentityProvider.token={token}', '--ServerApp.terminals_enabled=False',
+            '--ServerApp.jpserver_extensions=tinytorch.course.formgrade_guard=True']
 
 # %% ../../nbs/93f_manual_grading.ipynb #serve-port
 def _check_port(ip: str, port: int) -> int:
@@ -124,6 +213,18 @@ def _wait_until_serving(url: str, server: subprocess.Popen, log: Path):
     tail = log.read_text(errors='replace')[-1500:]
     raise RuntimeError(f"the formgrader's server stopped (exit {server.returncode}); the end of {log}:\n{tail}")
 
+def _check_guarded(base: str, token: str, server: subprocess.Popen, log: Path):
+    "Return when the server refuses Jupyter's contents API (its guard is on); stop it and raise otherwise."
+    try:
+        urllib.request.urlopen(f"{base}/api/contents?token={token}", timeout=30).close()
+        status = 200
+    except urllib.error.HTTPError as e:
+        status = e.code
+    if status != 403:
+        server.terminate()
+        raise RuntimeError(f"the formgrader's server answered {status}, not 403, to Jupyter's contents API: its guard "
+                           f"(tinytorch.course.formgrade_guard) is not active, so it was stopped; see {log}")
+
 # %% ../../nbs/93f_manual_grading.ipynb #serve-2
 def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.stdout) -> int:
     "Serve the formgrader on a graded course until Ctrl-C or SIGTERM; print its address first."
@@ -134,17 +235,19 @@ def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.s
     missing = [pkg for module, pkg in _FORMGRADER_NEEDS.items() if importlib.util.find_spec(module) is None]
     if missing:
         raise NotReady(f"the formgrader needs {', '.join(missing)}: pip install 'tinytorch[dev]'")
-    port, token = _check_port(ip, port), secrets.token_hex(16)
+    port, token, nonce = _check_port(ip, port), secrets.token_hex(16), secrets.token_hex(16)
     config = course / 'nbgrader_config.py'
     config.write_text(with_formgrade_config(config.read_text()))
     log = course / 'formgrader.log'
     with tempfile.TemporaryDirectory(prefix='tinytorch-formgrade-') as templates, open(log, 'w') as sink:
-        env = dict(os.environ, TINYTORCH_FORMGRADE_TEMPLATES=str(write_formgrade_template(Path(templates))))
+        env = dict(os.environ, TINYTORCH_FORMGRADE_TEMPLATES=str(write_formgrade_template(Path(templates), nonce)),
+                   **{NONCE_VARIABLE: nonce})
         server = subprocess.Popen(formgrader_command(course, port, token, ip), cwd=course, env=env,
                                   stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
         previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             _wait_until_serving(f"http://{ip}:{port}/api/status?token={token}", server, log)
+            _check_guarded(f"http://{ip}:{port}", token, server, log)
             print(f"formgrader: http://{ip}:{port}/formgrader?token={token}", file=out, flush=True)
             print(f"  Manual Grading lists each submission's written answers; Ctrl-C stops the server "
                   f"(log: {log})", file=out, flush=True)
@@ -161,49 +264,72 @@ def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.s
                     server.kill()
 
 # %% ../../nbs/93f_manual_grading.ipynb #final
+def _recorded(row: dict, column: str = 'score') -> float:
+    return float(row[column]) if row[column] != '' else 0.0
+
+def gradebook_problem(row: dict, score: dict | None) -> str | None:
+    "Why the gradebook's entry for an autograded part can't be counted as it stands (None: it can)."
+    if row['kind'] != 'test' or row['status'] == 'failed' or score is None:
+        return None
+    if score['extra']:
+        return f"part {row['part']} has extra credit {score['extra']:g}, refused on an autograded part"
+    if score['manual'] is not None:
+        return None                                             # your decision in the formgrader
+    expected = [_recorded(row)] + ([_recorded(row, 'points')] if row['status'] == 'flagged' else [])
+    auto = score['auto'] or 0.0
+    if all(abs(auto - e) > 1e-6 for e in expected):          # a course graded before: a flagged part held nbgrader's
+        return (f"part {row['part']} has {auto:g} in the gradebook, not the {expected[0]:g} that "
+                "tinytorch grade recorded")
+    return None
+
+# %% ../../nbs/93f_manual_grading.ipynb #final-points
 def final_points(row: dict, score: dict | None) -> tuple:
     "(points or None, why) of one part; `row` from the grades CSV, `score` from the gradebook (None: absent)."
     if row['status'] == 'failed':
         return 0.0, 'failed'
     if score is None:
         return None, 'to grade'
+    if score['manual'] is not None and not 0 <= score['manual'] <= score['max']:
+        raise BadInput(f"{row['student']}: part {row['part']} has score {score['manual']:g}, outside "
+                       f"0 … {score['max']:g}; correct it in the formgrader")
+    if gradebook_problem(row, score):
+        return (score['manual'] if score['manual'] is not None else _recorded(row)), 'flagged'
     if score['manual'] is not None:
-        if not 0 <= score['manual'] <= score['max']:
-            raise BadInput(f"{row['student']}: part {row['part']} has score {score['manual']:g}, outside "
-                             f"0 … {score['max']:g}; correct it in the formgrader")
         return score['manual'] + (score['extra'] or 0), 'scored by you'
     if row['kind'] == 'answer':
         return None, 'to grade'
-    auto = (score['auto'] or 0) + (score['extra'] or 0)
-    if row['status'] == 'flagged' and float(row['score'] or 0) < auto:     # the grader's safer score for it
-        return float(row['score'] or 0), 'to confirm'
-    return auto, 'autograded'
+    if row['status'] == 'flagged' and _recorded(row) < _recorded(row, 'points'):     # the grader's safer score
+        return _recorded(row), 'to confirm'
+    return score['auto'] or 0.0, 'autograded'
 
 # %% ../../nbs/93f_manual_grading.ipynb #table
 FINAL_COLUMNS = ['autograded_total', 'manual_total', 'total', 'max_points', 'status', 'details']
+
+def _final_row(student: str, by_part: dict, scores: dict) -> dict:
+    row, totals, problems = {'student': student}, {'test': 0.0, 'answer': 0.0}, []
+    open_parts = {'to grade': [], 'to confirm': []}
+    for part, line in by_part.items():
+        points, why = final_points(line, scores.get(part))
+        row[part] = '' if points is None else f"{points:g}"
+        totals[line['kind']] += points or 0
+        open_parts.get(why, []).append(part)
+        problems += [gradebook_problem(line, scores.get(part))] if why == 'flagged' else []
+    total, top = totals['test'] + totals['answer'], sum(float(line['max_points']) for line in by_part.values())
+    if total > top + 1e-6:
+        problems.append(f"total {total:g} above the maximum {top:g}")
+    failure = next((line['reason'] for line in by_part.values() if line['status'] == 'failed'), None)
+    status = 'failed' if failure else 'flagged' if problems else next((k for k, v in open_parts.items() if v), 'complete')
+    details = [f"{k}: {', '.join(v)}" for k, v in open_parts.items() if v]
+    row.update(autograded_total=f"{totals['test']:g}", manual_total=f"{totals['answer']:g}", total=f"{total:g}",
+               max_points=f"{top:g}", status=status, details=failure or '; '.join(problems + details))
+    return row
 
 def final_grades(course_dir, module) -> tuple:
     "({part: max points} in notebook order, one dict per student) for `module` in a graded course."
     course, assignment = graded_assignment(course_dir, module)
     graded, scores = grades_by_student(course / f"grades_{assignment}.csv"), read_gradebook(course, assignment)
     parts = {p: float(r['max_points']) for p, r in next(iter(graded.values()), {}).items()}
-    rows = []
-    for student, by_part in sorted(graded.items()):
-        row, totals, open_parts = {'student': student}, {'test': 0.0, 'answer': 0.0}, {'to grade': [], 'to confirm': []}
-        for part, line in by_part.items():
-            points, why = final_points(line, scores.get(student, {}).get(part))
-            row[part] = '' if points is None else f"{points:g}"
-            totals[line['kind']] += points or 0
-            if why in open_parts:
-                open_parts[why].append(part)
-        failure = next((line['reason'] for line in by_part.values() if line['status'] == 'failed'), None)
-        status = 'failed' if failure else next((k for k, v in open_parts.items() if v), 'complete')
-        row.update(autograded_total=f"{totals['test']:g}", manual_total=f"{totals['answer']:g}",
-                   total=f"{totals['test'] + totals['answer']:g}",
-                   max_points=f"{sum(float(line['max_points']) for line in by_part.values()):g}", status=status,
-                   details=failure or '; '.join(f"{k}: {', '.join(v)}" for k, v in open_parts.items() if v))
-        rows.append(row)
-    return parts, rows
+    return parts, [_final_row(student, by_part, scores.get(student, {})) for student, by_part in sorted(graded.items())]
 
 # %% ../../nbs/93f_manual_grading.ipynb #table-write
 def write_final_grades(parts: dict, rows: list, out) -> Path:

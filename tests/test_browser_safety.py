@@ -1,0 +1,278 @@
+"""A submission can't act in the instructor's browser: a student hands in script in every place a notebook can hold
+it (markdown, a written answer, outputs) and the instructor comments with markup; in headless Chromium none of it
+runs, on the feedback pages (from disk and over http, as `grade` writes them and as `grades` rewrites them) or in
+the formgrader's submission view, while the lesson's legitimate content still renders. Then what a script would have
+found on the formgrader's server, had it run, and that `nbgrader export` pays what the final grades say."""
+import contextlib
+import csv
+import functools
+import http.server
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("nbgrader")
+
+from browser import chromium  # noqa: E402
+from course_scenarios import build, without_demos, demo_cells  # noqa: E402
+from payloads import COMMENT, MARK, hostile  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NBS = ROOT / "nbs"
+CLI = Path(sys.executable).parent / "tinytorch"
+ASSIGNMENT = "11_embeddings"
+ANSWER = "reflect-a1"
+WAIT_S = 120
+PAGE = Path("feedback") / "hostile" / ASSIGNMENT / f"{ASSIGNMENT}.html"
+
+
+@pytest.fixture(scope="module")
+def course(release_11, tmp_path_factory):
+    """One graded course shared by every check: `hostile` (payloads everywhere, correct code) and `flagged` (a
+    submission whose notebook score the re-check doesn't reproduce), graded as an instructor grades them."""
+    base = tmp_path_factory.mktemp("browser-safety")
+    release = json.loads(release_11.read_text())
+    source = json.loads((NBS / f"{ASSIGNMENT}.ipynb").read_text())
+    subs = build(release, source, {"course": str(base / "course"), "submissions": str(base / "submissions")})
+    demos = demo_cells(release)
+    for student, nb in {"hostile": hostile(without_demos(subs["reference"], demos), ANSWER),
+                        "flagged": without_demos(subs["input-transformer"], demos)}.items():
+        dest = base / "submissions" / student / f"{ASSIGNMENT}.ipynb"
+        dest.parent.mkdir(parents=True)
+        dest.write_text(json.dumps(nb))
+    out = subprocess.run([CLI, "grade", "11", "submissions", "--course", "course", "--nbs", NBS, "--jobs", "2",
+                          "--cell-timeout", "30"], cwd=base, capture_output=True, text=True)
+    assert out.returncode == 3 and "flagged" in out.stdout, f"{out.stdout[-2000:]}{out.stderr[-2000:]}"
+    course = base / "course"
+    shutil.copytree(course / "feedback", base / "feedback-by-grade")          # the pages as `grade` wrote them
+    return course
+
+
+@pytest.fixture(scope="module")
+def regraded(course):
+    "The course after the instructor commented on the written answer with markup and ran `tinytorch grades`."
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "tinytorch") as gb:
+        sub = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, "hostile")
+        next(c for c in sub.comments if c.name == ANSWER).manual_comment = COMMENT
+        gb.db.commit()
+    out = subprocess.run([CLI, "grades", "11", "--course", course], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return course
+
+
+@contextlib.contextmanager
+def _http(folder):
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium("the browser-safety checks") as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def formgrader(regraded):
+    server = subprocess.Popen([CLI, "formgrade", regraded], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = server.stdout.readline()
+    if not first.startswith("formgrader: "):
+        server.kill()
+        pytest.fail(f"tinytorch formgrade printed no address: {first!r}\n{server.stderr.read()[-2000:]}")
+    yield first.split(": ", 1)[1].strip()
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(WAIT_S) == 0
+
+
+def _open(browser, url, login=None, watch=None):
+    """(page, payload names that ran) after `url` loaded, its javascript: links clicked and its events handled;
+    `watch(page)` is called before anything loads."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    if watch:
+        watch(page)
+    page.set_default_timeout(WAIT_S * 1000)
+    ran = set()
+    page.on("console", lambda m: ran.add(m.text[len(MARK):]) if m.text.startswith(MARK) else None)
+    if login:
+        page.goto(login)
+    page.goto(url, wait_until="load")
+    links = page.locator("a", has_text="PAYLOAD LINK")
+    for k in range(links.count()):
+        links.nth(k).click()
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => setTimeout(done, 0)))")
+    return page, ran
+
+
+def _submission_url(page, formgrader, student):
+    base = formgrader.split("/formgrader")[0]
+    listing = page.request.get(f"{base}/formgrader/api/submitted_notebooks/{ASSIGNMENT}/{ASSIGNMENT}").json()
+    return f"{base}/formgrader/submissions/{next(s['id'] for s in listing if s['student'] == student)}/"
+
+
+@contextlib.contextmanager
+def _place(where, course, browser, formgrader=None, watch=None):
+    "Open the hostile student's page in `where`; yields (page, names that ran)."
+    folder = {"feedback": course.parent / "feedback-by-grade", "regraded": course / "feedback"}.get(where.split("-")[0])
+    if where.endswith("-file"):
+        yield _open(browser, (folder / PAGE.relative_to("feedback")).as_uri(), watch=watch)
+    elif where.endswith("-http"):
+        with _http(folder) as base:
+            yield _open(browser, f"{base}/{PAGE.relative_to('feedback').as_posix()}", watch=watch)
+    else:
+        login = browser.new_page()
+        login.goto(formgrader)
+        url = _submission_url(login, formgrader, "hostile")
+        login.close()
+        page, ran = _open(browser, url, login=formgrader, watch=watch)
+        page.wait_for_function("() => window.MathJax && MathJax.loaded === true")
+        yield page, ran
+
+
+PLACES = ["feedback-file", "feedback-http", "formgrader", "regraded-file", "regraded-http"]
+
+
+@pytest.mark.parametrize("where", PLACES)
+def test_no_payload_runs(where, course, regraded, browser, request):
+    formgrader = request.getfixturevalue("formgrader") if where == "formgrader" else None
+    with _place(where, course, browser, formgrader) as (page, ran):
+        text = page.inner_text("body")          # the payloads are in the page (as text, once made harmless)
+        assert "PAYLOAD LINK md" in text and "PAYLOAD LINK answer" in text and "My answer, with markup" in text
+        assert "Nice work" in text or not where.startswith("regraded"), "the comment is not on the page"
+        page.close()
+    assert ran == set(), f"{where}: ran {sorted(ran)}"
+
+
+@pytest.mark.parametrize("where", PLACES)
+def test_the_lessons_content_still_renders(where, course, regraded, browser, request):
+    formgrader = request.getfixturevalue("formgrader") if where == "formgrader" else None
+    with _place(where, course, browser, formgrader) as (page, _):
+        assert page.locator("h2", has_text="A heading the lesson shows").count() == 1
+        assert page.locator("p em", has_text="emphasis").count() == 1
+        assert page.locator("li", has_text="two items").count() >= 1
+        assert page.locator("a[href='https://example.org/embeddings']").count() == 1
+        assert page.locator("table", has_text="0.25").count() == 1                  # the markdown table
+        assert page.locator("table.dataframe th", has_text="loss").count() == 1     # pandas' table
+        assert page.locator("img[src^='data:image/png']").count() >= 1              # the figure as PNG
+        assert page.locator("img[src^='data:image/svg+xml']").count() >= 1          # ... and as SVG
+        assert page.get_by_text("interactive output removed").count() >= 1
+        if where == "formgrader":                                                  # MathJax typeset the formula
+            assert page.locator(".MathJax_Display, .MathJax, .MathJax_CHTML").count() >= 1
+        else:                   # the pages load MathJax from its CDN, offline here: the formula's TeX is intact
+            assert r"\sum_{i=1}^{n} d_i" in page.inner_text("body")
+        page.close()
+
+
+VIOLATIONS = ("window.__violations = []; document.addEventListener('securitypolicyviolation', "
+              "e => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI))")
+INJECT = f"""() => new Promise(done => {{
+    const s = document.createElement('script');
+    s.textContent = "console.log('{MARK}dom-script')";
+    document.body.appendChild(s);
+    const a = document.createElement('a');
+    a.href = "javascript:console.log('{MARK}dom-javascript-link')";
+    a.textContent = 'PAYLOAD LINK dom';
+    document.body.appendChild(a);
+    const i = document.createElement('img');
+    i.setAttribute('onerror', "console.log('{MARK}dom-img-onerror')");
+    i.addEventListener('error', () => setTimeout(done, 0));
+    i.src = 'x-missing.png';
+    document.body.appendChild(i);
+}})"""
+
+
+@pytest.mark.parametrize("where", ["feedback-file", "feedback-http", "formgrader"])
+def test_the_page_policy_refuses_script_the_cleaner_let_through(where, course, browser, request):
+    """The second line: markup added to the page after the cleaner (as if it had missed it) doesn't run, and the
+    page's own scripts are not refused."""
+    formgrader = request.getfixturevalue("formgrader") if where == "formgrader" else None
+    with _place(where, course, browser, formgrader, watch=lambda page: page.add_init_script(VIOLATIONS)) as (page, ran):
+        own = [v for v in page.evaluate("() => window.__violations") if v.startswith("script-src")]
+        assert own == [], f"the page's own scripts were refused: {own}"
+        page.evaluate(INJECT)
+        page.locator("a", has_text="PAYLOAD LINK dom").click()
+        page.evaluate("() => new Promise(done => requestAnimationFrame(() => setTimeout(done, 0)))")
+        refused = page.evaluate("() => window.__violations")
+        page.close()
+    assert ran == set(), f"{where}: ran {sorted(ran)}"
+    assert sum(v.startswith("script-src") for v in refused) >= 3, refused
+
+
+# What a script running in the formgrader's page, with the instructor's session, would try. POSTs that would run
+# nbgrader come last: on a server that allowed them they change the course.
+ATTEMPTS = [("GET", "/api/contents"), ("GET", "/api/contents/source/11_embeddings/11_embeddings.ipynb"),
+            ("GET", "/files/source/11_embeddings/11_embeddings.ipynb"), ("GET", "/api/sessions"),
+            ("GET", "/api/kernelspecs"), ("GET", "/lab"), ("GET", "/tree"), ("PUT", "/api/contents/evil.py"),
+            ("POST", "/api/kernels"), ("POST", "/api/sessions"), ("POST", "/api/terminals"),
+            ("PUT", "/formgrader/api/student/intruder"), ("PUT", "/formgrader/api/assignment/intrusion"),
+            ("POST", "/formgrader/api/assignment/11_embeddings/hostile/generate_feedback"),
+            ("POST", "/formgrader/api/submission/11_embeddings/hostile/autograde")]
+FETCH = """async ([base, tries]) => {
+    const xsrf = decodeURIComponent((document.cookie.match(/_xsrf=([^;]+)/) || [, ''])[1]);
+    const out = {};
+    for (const [method, path] of tries) {
+        const body = method === 'GET' ? undefined : (path.includes('contents') ? '{"type": "file", "format": "text", "content": "x"}' : '{}');
+        const r = await fetch(base + path, {method, body, headers: {'X-XSRFToken': xsrf, 'Content-Type': 'application/json'}});
+        out[method + ' ' + path] = r.status;
+    }
+    return out;
+}"""
+
+
+def test_a_script_on_the_formgrader_origin_can_only_grade(course, browser, formgrader, request):
+    """Measured from the submission view with the instructor's session: Jupyter's API and the formgrader's
+    nbgrader-running endpoints are refused; what the grading page itself requests while a score and a comment are
+    saved is served."""
+    base = formgrader.split("/formgrader")[0]
+    used = []
+    watch = lambda page: page.on("response", lambda r: used.append((r.request.method, r.url.replace(base, "").split("?")[0],
+                                                                    r.status)))
+    with _place("formgrader", course, browser, formgrader, watch=watch) as (page, _):
+        box = page.locator(f"input.score#{ANSWER}")
+        box.fill("2")
+        box.press("Tab")
+        comment = page.locator(f"textarea#{ANSWER}-comment")
+        comment.fill("seen")
+        comment.press("Tab")
+        page.wait_for_function(f"""() => fetch('{base}/formgrader/api/comments?submission_id=' + submission_id)
+            .then(r => r.json()).then(cs => cs.some(c => c.name === '{ANSWER}' && c.manual_comment === 'seen'))""")
+        page_used = [u for u in used if u[0] != "GET" or not u[1].endswith("/api/comments")]   # the page's, not the wait's
+        statuses = page.evaluate(FETCH, [base, ATTEMPTS])
+        grade_id = page.evaluate("() => fetch(base_url + '/api/grades?submission_id=' + submission_id)"
+                                 ".then(r => r.json()).then(gs => gs[0].id)")
+        still = page.evaluate(FETCH, [base, [("GET", "/api/status"), ("PUT", f"/formgrader/api/grade/{grade_id}")]])
+        page.close()
+    print("attempts:", statuses, "\nstill allowed:", still, "\nthe grading page used:", sorted(set(page_used)))
+    assert all(code in (403, 404) for code in statuses.values()), statuses
+    assert [u for u in page_used if u[2] == 403] == [], "the guard refused what the grading page needs"
+    assert any(m == "PUT" and "/formgrader/api/grade/" in p for m, p, _ in page_used), "no score was saved"
+    assert still == {"GET /api/status": 200, f"PUT /formgrader/api/grade/{grade_id}": 200}, still
+
+
+def test_nbgrader_export_pays_what_the_final_grades_say(regraded, tmp_path):
+    "The gradebook holds the safe score: nbgrader's own export agrees with `final_grades`, flagged students included."
+    from tinytorch.course.manual_grading import final_grades
+    out = subprocess.run([sys.executable, "-m", "nbgrader", "export", f"--CsvExportPlugin.to={tmp_path / 'export.csv'}"],
+                         cwd=regraded, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    exported = {r["student_id"]: float(r["score"]) for r in csv.DictReader(open(tmp_path / "export.csv"))}
+    _, rows = final_grades(regraded, 11)
+    final = {r["student"]: float(r["total"]) for r in rows}
+    assert {r["student"]: r["status"] for r in rows}["flagged"] in ("to confirm", "to grade"), rows
+    graded = {r["student"]: r for r in csv.DictReader(open(regraded / f"grades_{ASSIGNMENT}.csv"))
+              if r["status"] == "flagged" and float(r["points"]) > float(r["score"])}
+    assert "flagged" in graded, "the flagged student should have a part nbgrader paid more than the re-check"
+    assert exported == final, (exported, final)
