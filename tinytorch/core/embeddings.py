@@ -5,7 +5,6 @@
 # %% ../../nbs/11_embeddings.ipynb #imports
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
 from typing import Dict, List, Optional, Union
@@ -16,60 +15,17 @@ from . import row_kernels as library_kernels   # the layer's default kernels
 from .row_kernels import TokenIdError, withheld  # withheld(...): no library kernels inside
 from .tensor import RowSparseGrad, Tensor, unbroadcast
 from .nn import check_positive_int
+from .lesson_support import (KERNEL_NAMES, _EmbeddingTable, _add_positions, _as_text, _configure,  # given, in 11e
+                                           _check_sequence_input, _first_difference, _position_start, _standing_in,
+                                           plot_encoding, visualize_encoding)
 
 _all_ = ['TokenIdError']
 
 # %% auto #0
-__all__ = ['INIT_TYPES', 'lesson_kernels', 'KERNEL_NAMES', 'POSITION_KINDS', 'lookup_rows', 'scatter_add_rows', 'sum_rows_by_id',
+__all__ = ['INIT_TYPES', 'lesson_kernels', 'POSITION_KINDS', 'lookup_rows', 'scatter_add_rows', 'sum_rows_by_id',
            'embedding_grad', 'init_embedding_table', 'as_token_ids', 'LessonKernels', 'Embedding', 'sinusoidal_table',
            'shift_matrix', 'PositionalEncoding', 'LearnedPositionalEmbedding', 'TokenPositionEmbedding', 'rotate_pairs',
            'RotaryPositionalEmbedding', 'TokenIdError']
-
-# %% ../../nbs/11_embeddings.ipynb #first-difference
-def _as_text(x, decimals: int) -> str:
-    "`x` (a number or a row) in its own dtype, floats with at most `decimals` decimals."
-    x = np.asarray(x)
-    if x.dtype.kind not in 'fc':
-        return str(x.tolist())
-    def one(v):
-        if v != 0 and abs(v) < 10.0 ** -decimals:
-            return np.format_float_scientific(v, precision=3, unique=True, trim='0')
-        return np.format_float_positional(v, precision=decimals, unique=True, trim='0')
-    text = [one(v) for v in x.reshape(-1)]
-    return text[0] if x.ndim == 0 else '[' + ', '.join(text) + ']'
-
-def _first_difference(got, expected, what: str = 'row') -> str:
-    "Where `got` first differs from `expected`, for a test's message: the position and both values, each in its own dtype."
-    got, expected = np.asarray(got), np.asarray(expected)
-    if got.shape != expected.shape:
-        return f"expected shape {expected.shape}, got {got.shape}"
-    close = np.isclose(got, expected, rtol=1e-5, atol=1e-6)
-    if got.ndim >= 2:
-        close = close.all(axis=-1)                 # one verdict per row
-    wrong = np.argwhere(~close)
-    if wrong.size == 0:
-        return "no difference"
-    at = tuple(int(i) for i in wrong[0])
-    for decimals in range(4, 10):                  # 4 decimals, more only when both would read the same
-        want, have = _as_text(expected[at], decimals), _as_text(got[at], decimals)
-        if want != have:
-            break
-    return f"first wrong {what} at {list(at)}: expected {want}, got {have}"
-
-@contextlib.contextmanager
-def _standing_in(fn, name: str, reference):
-    """While active, the global `name` that `fn` calls is `reference` (a right version), each call's arguments
-    recorded in the list it yields: a test of `fn` then fails for `fn`'s own mistakes only."""
-    scope, calls = fn.__globals__, []
-    saved = scope.get(name)
-    def stand_in(*args, **kwargs):
-        calls.append(args)
-        return reference(*args, **kwargs)
-    scope[name] = stand_in
-    try:
-        yield calls
-    finally:
-        scope[name] = saved
 
 # %% ../../nbs/11_embeddings.ipynb #lookup
 def lookup_rows(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -225,68 +181,6 @@ class LessonKernels:
         return "lesson_kernels"
 
 lesson_kernels = LessonKernels()
-KERNEL_NAMES = ('lookup_rows', 'sum_rows_by_id', 'add_rows_at')
-
-# %% ../../nbs/11_embeddings.ipynb #embedding-config
-def _configure(layer, vocab_size, embedding_dim, padding_idx, sparse, kernels=None):
-    "Check and store an embedding's sizes, `sparse` flag, `padding_idx` (a negative one counts from the end) and kernels."
-    if not isinstance(sparse, (bool, np.bool_)):
-        raise TypeError(f"sparse must be True or False, got {sparse!r}")
-    layer.sparse = bool(sparse)
-    layer.vocab_size = check_positive_int('vocab_size', vocab_size)
-    layer.embedding_dim = check_positive_int('embedding_dim', embedding_dim)
-    if padding_idx is not None:
-        if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)):
-            raise TypeError(f"padding_idx must be an integer or None, got {padding_idx!r}")
-        if not -layer.vocab_size <= padding_idx < layer.vocab_size:
-            raise ValueError(f"padding_idx {padding_idx} is outside [-{layer.vocab_size}, {layer.vocab_size})")
-        padding_idx = int(padding_idx) % layer.vocab_size
-    layer.padding_idx = padding_idx
-    kernels = library_kernels if kernels is None else kernels
-    missing = [name for name in KERNEL_NAMES if not callable(getattr(kernels, name, None))]
-    if missing:
-        raise TypeError(f"kernels must provide {', '.join(KERNEL_NAMES)}; {kernels!r} lacks {', '.join(missing)}")
-    layer.kernels = kernels
-
-# %% ../../nbs/11_embeddings.ipynb #embedding-base
-class _EmbeddingTable:
-    "What every `Embedding` has besides its forward: a table built from given weights, its size, and a repr."
-
-    @classmethod
-    def from_pretrained(cls, weights, freeze: bool = True, padding_idx: Optional[int] = None,
-                        sparse: bool = False, kernels=None):
-        """An Embedding holding a float32 copy of `weights` (vocab_size, embedding_dim).
-
-        As in PyTorch, the padding row keeps its given values (it only gets no gradient);
-        `freeze=True` makes the table non-trainable."""
-        table = weights.data if isinstance(weights, Tensor) else np.asarray(weights)
-        if table.ndim != 2:
-            raise ValueError(f"from_pretrained expects a 2-D (vocab_size, embedding_dim) array, got shape {table.shape}")
-        if table.dtype.kind != 'f':
-            raise TypeError(f"from_pretrained expects floating-point weights, got dtype {table.dtype}")
-        layer = cls.__new__(cls)
-        _configure(layer, table.shape[0], table.shape[1], padding_idx, sparse, kernels)
-        layer.init_type = 'pretrained'
-        layer.weight = Tensor(np.array(table, dtype=np.float32), requires_grad=not freeze)
-        layer.parameters = [layer.weight]
-        return layer
-
-    def __call__(self, input_ids) -> Tensor:
-        return self.forward(input_ids)
-
-    def get_memory_usage(self) -> Dict[str, float]:
-        "Size of the table, computed from its real dtype."
-        itemsize = self.weight.data.itemsize
-        return {'total_memory_mb': self.weight.data.nbytes / 2**20, 'memory_per_token_kb': self.embedding_dim * itemsize / 1024,
-                'total_parameters': self.vocab_size * self.embedding_dim, 'vocab_size': self.vocab_size,
-                'embedding_dim': self.embedding_dim, 'dtype': str(self.weight.dtype), 'bytes_per_parameter': itemsize}
-
-    def __repr__(self):
-        pad = f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
-        frozen = "" if self.weight.requires_grad else ", frozen"
-        sparse = ", sparse=True" if self.sparse else ""
-        kernels = "" if self.kernels is library_kernels else f", kernels={self.kernels!r}"
-        return f"Embedding({self.vocab_size}, {self.embedding_dim}{pad}{sparse}{kernels}, dtype={self.weight.dtype}{frozen})"
 
 # %% ../../nbs/11_embeddings.ipynb #embedding
 class Embedding(_EmbeddingTable):
@@ -349,37 +243,6 @@ def shift_matrix(k: int, embedding_dim: int, base: float = 10000.0) -> np.ndarra
     return M
     ### END SOLUTION
 
-# %% ../../nbs/11_embeddings.ipynb #seq-check
-def _check_sequence_input(x, embedding_dim: int, who: str) -> Tensor:
-    "`x` as a floating-point Tensor of shape (seq, dim) or (batch, seq, dim) with `embedding_dim` columns."
-    x = x if isinstance(x, Tensor) else Tensor(x)
-    if x.ndim not in (2, 3):
-        raise ValueError(f"{who} expects (seq, dim) or (batch, seq, dim) input, got shape {x.shape}")
-    if x.dtype.kind != 'f':
-        raise TypeError(f"{who} expects floating-point embeddings, got dtype {x.dtype}")
-    if x.shape[-1] != embedding_dim:
-        raise ValueError(f"{who} expects embedding_dim {embedding_dim}, got last dimension {x.shape[-1]}")
-    return x
-
-def _position_start(start_pos, seq_length: int, max_seq_length: int, who: str) -> int:
-    "`start_pos` as an int, once positions start_pos … start_pos + seq_length - 1 are known to fit the table."
-    if isinstance(start_pos, bool) or not isinstance(start_pos, (int, np.integer)) or start_pos < 0:
-        raise ValueError(f"{who}: start_pos must be a non-negative integer, got {start_pos!r}")
-    if start_pos + seq_length > max_seq_length:
-        raise ValueError(f"{who}: sequence length {seq_length} from start_pos {start_pos} needs positions up to "
-                         f"{start_pos + seq_length - 1}, past max_seq_length {max_seq_length}")
-    return int(start_pos)
-
-def _add_positions(x: Tensor, positions, inplace: bool = False) -> Tensor:
-    "`x + positions` ((seq, dim) broadcast over the batch); `inplace=True` writes the sum into `x.data`."
-    if not inplace:
-        return x + positions
-    if x.requires_grad and x._grad_fn is None:
-        raise ValueError("inplace=True would overwrite a leaf tensor that requires grad; use inplace=False")
-    p = positions if isinstance(positions, Tensor) else Tensor(positions)
-    np.add(x.data, p.data, out=x.data)
-    return Tensor._from_op(x.data, (x, p), lambda g: (g, unbroadcast(g, p.shape) if p.requires_grad else None))
-
 # %% ../../nbs/11_embeddings.ipynb #pe
 class PositionalEncoding:
     "Adds the fixed sinusoidal table to `(seq, dim)` or `(batch, seq, dim)` embeddings."
@@ -424,30 +287,7 @@ class PositionalEncoding:
     def __repr__(self):
         return f"PositionalEncoding(embedding_dim={self.embedding_dim}, max_seq_length={self.max_seq_length}, dropout={self.dropout})"
 
-# %% ../../nbs/11_embeddings.ipynb #pe-show
-def _visualize_encoding(self: PositionalEncoding, seq_length: int = 10, dims_to_show: int = 8) -> None:
-    "Print the first positions × dimensions of the table."
-    rows, cols = min(seq_length, self.max_seq_length), min(dims_to_show, self.embedding_dim)
-    print("pos " + "".join(f"{'sin' if d % 2 == 0 else 'cos'}{d:<5d}" for d in range(cols)))
-    for p in range(rows):
-        print(f"{p:3d} " + "".join(f"{v:8.3f}" for v in self.pe.data[p, :cols]))
-    periods = 2 * math.pi * 10000 ** (np.arange(0, self.embedding_dim, 2) / self.embedding_dim)
-    print(f"wavelengths run from {periods[0]:.1f} positions (dims 0-1) "
-          f"to {periods[-1]:,.0f} positions (last pair)")
-
-def _plot_encoding(self: PositionalEncoding, seq_length: int = 100, ax=None):
-    "Heatmap of the table, position × dimension (matplotlib is imported only here)."
-    import matplotlib.pyplot as plt
-    if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.5))
-    image = ax.imshow(self.pe.data[:min(seq_length, self.max_seq_length)].T, aspect='auto',
-                      cmap='RdBu', vmin=-1, vmax=1, origin='lower')
-    ax.set_xlabel('position'); ax.set_ylabel('dimension')
-    ax.set_title(f'Sinusoidal positional encoding (dim={self.embedding_dim})')
-    ax.figure.colorbar(image, ax=ax)
-    return ax
-
-PositionalEncoding.visualize_encoding, PositionalEncoding.plot = _visualize_encoding, _plot_encoding
+PositionalEncoding.visualize_encoding, PositionalEncoding.plot = visualize_encoding, plot_encoding   # from 11e
 
 # %% ../../nbs/11_embeddings.ipynb #learned
 class LearnedPositionalEmbedding:
