@@ -191,6 +191,9 @@ MISTAKES = {
     "3-D ids not refused by the token + position layer": (
         "tpe-forward", "        if ids.ndim not in (1, 2):\n            raise ValueError(f\"expected (seq,) or (batch, seq) token ids, got shape {ids.shape}\")\n", "",
         "test_token_position_embedding", ["the message should name the shape (1, 1, 2)"], set()),
+    "token + position layer looks up before checking the positions": (
+        "tpe-forward", "        start = _position_start(", "        self.tokens(ids)\n        start = _position_start(",
+        "test_token_position_embedding", ["refused input was looked up first (ids of shape (1, 13))"], set()),
     "RoPE pairs the two halves": (
         "rope", "a, b = x[..., 0::2], x[..., 1::2]\n    out = np.empty_like(x)\n    out[..., 0::2] = a * cos - b * sin\n"
         "    out[..., 1::2] = a * sin + b * cos",
