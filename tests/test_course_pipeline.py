@@ -130,7 +130,7 @@ def test_release_has_no_solutions_or_hidden_tests(released):
     assert "BEGIN HIDDEN TESTS" not in text and "### BEGIN SOLUTION" not in text
     regions = sum("".join(c["source"]).count("### BEGIN SOLUTION") for c in json.loads(SOURCE.read_text())["cells"]
                   if (c["metadata"].get("nbgrader") or {}).get("solution") and c["cell_type"] == "code")
-    assert text.count("raise NotImplementedError()") == regions == 10
+    assert text.count("raise NotImplementedError()") == regions == 11
 
 
 def test_a_short_submission_leaves_out_only_the_demonstrations(released):
@@ -206,7 +206,7 @@ def test_infinite_loop_times_out_one_part(graded):
 
 def test_syntax_error_zeroes_dependent_parts_with_a_clear_message(graded):
     got = points(graded, "syntax-error")
-    assert got["test_init_embedding_table"] == 0 and got["test_embedding_forward"] == 0
+    assert got["test_init_embedding_table"] == 0 and got["test_token_position_embedding"] == 0
     assert got["test_as_token_ids"] == TESTS["test_as_token_ids"]
     assert got["test_sinusoidal_table"] == TESTS["test_sinusoidal_table"]
     feedback = graded["results"]["syntax-error"].feedback.read_text()

@@ -629,3 +629,53 @@ def test_two_layers_with_different_padding_ids_sharing_one_table(sparse, kernels
     grad = first.weight.grad.to_dense() if sparse else first.weight.grad
     expected = dense_reference(a, ga, 10, 0) + dense_reference(b, gb, 10, 1)
     np.testing.assert_allclose(grad, expected, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- the layer's backward, M_k, the tests' messages
+
+@pytest.mark.parametrize("pad", [None, 0, 4])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_embedding_grad_is_the_one_hot_product_without_the_padding_id(pad, dtype):
+    from tinytorch.core.embeddings import embedding_grad
+    rng = np.random.default_rng(7)
+    ids = rng.integers(0, 6, (3, 5))
+    d_out = rng.standard_normal((3, 5, 4)).astype(dtype)
+    keep = ids.reshape(-1) != pad
+    expected = np.eye(6)[ids.reshape(-1)[keep]].T @ d_out.reshape(-1, 4)[keep]
+    got = embedding_grad(ids, d_out, 6, pad)
+    assert got.dtype == dtype and got.shape == (6, 4)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    if pad is not None:
+        assert not got[pad].any()
+
+
+def test_the_layer_on_lesson_kernels_takes_its_dense_gradient_from_embedding_grad(monkeypatch):
+    import tinytorch.core.embeddings as E
+    calls = []
+    real = E.embedding_grad
+    monkeypatch.setattr(E, "embedding_grad", lambda *a: calls.append(a[3]) or real(*a))
+    layer = Embedding(5, 2, seed=0, padding_idx=1, kernels=lesson_kernels)
+    layer(np.array([[1, 3, 3]])).backward(np.ones((1, 3, 2), np.float32))
+    assert calls == [1] and layer.weight.grad[:, 0].tolist() == [0, 0, 0, 2, 0]
+
+
+def test_shift_matrices_are_rotations_that_compose():
+    from tinytorch.core.embeddings import shift_matrix
+    table = sinusoidal_table(400, 32).astype(np.float64)
+    for a, b in ((1, 2), (7, 30), (100, 250)):
+        Ma, Mb = shift_matrix(a, 32), shift_matrix(b, 32)
+        np.testing.assert_allclose(Ma @ Mb, shift_matrix(a + b, 32), atol=1e-12)
+        np.testing.assert_allclose(Ma @ Ma.T, np.eye(32), atol=1e-12)
+        assert np.abs(table[:400 - a] @ Ma.T - table[a:]).max() < 1e-6       # the float32 table, up to its rounding
+    np.testing.assert_allclose(shift_matrix(-5, 32), shift_matrix(5, 32).T, atol=1e-12)
+
+
+def test_first_difference_shows_float32_values_as_float32():
+    from tinytorch.core.embeddings import _first_difference
+    got = _first_difference(np.float32([[-0.5659, 1.0]]), np.array([[-0.5659, 2.0]]))
+    assert got == "first wrong row at [0]: expected [-0.5659, 2.0], got [-0.5659, 1.0]", got
+    got = _first_difference(np.float32([0.1234567]), np.float64([0.1234]), 'value')
+    assert got == "first wrong value at [0]: expected 0.1234, got 0.1235", got
+    got = _first_difference(np.float32([0.12341]), np.float64([0.1234]), "value")
+    assert got == "first wrong value at [0]: expected 0.1234, got 0.12341", got     # more decimals only when needed
+    assert "0000" not in _first_difference(np.float32([1 / 3]), np.array([0.25]), 'value')

@@ -703,3 +703,50 @@ def test_the_padded_backward_hands_the_kernels_the_output_gradient_itself(sparse
     (rows, kw), = kern.calls
     assert kw == {"skip": 2}, f"the padding id must reach the kernel as skip=2, got {kw}"
     assert np.shares_memory(rows, g), "the kernel got a copy of the output gradient, not the gradient itself"
+
+
+# ---------------------------------------------------------------- byte order, and the kernels withheld
+
+@pytest.mark.parametrize("dtype", [">i8", ">u4", ">i2", ">u2", "<i8", "=u8", "|u1", "|i1"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_embedding_takes_ids_of_every_byte_order(dtype, sparse):
+    "Big-endian ids used to be read through a native unsigned view: the check found no maximum and crashed."
+    embed = Embedding(5, 3, seed=0, sparse=sparse)
+    ids = np.array([[3, 0, 3]], dtype)
+    out = embed(ids)
+    assert np.array_equal(out.data, embed.weight.data[[[3, 0, 3]]])
+    out.backward(np.ones((1, 3, 3), np.float32))
+    grad = embed.weight.grad.to_dense() if sparse else embed.weight.grad
+    assert grad[:, 0].tolist() == [1, 0, 0, 2, 0]
+    for bad in (5, 100):
+        with pytest.raises(TokenIdError, match=f"token id {bad} "):
+            embed(np.array([1, bad], dtype))
+    if np.dtype(dtype).kind == "i":
+        with pytest.raises(TokenIdError, match="token id -1 "):
+            embed(np.array([2, -1], dtype))
+
+
+@pytest.mark.parametrize("kernel, call", [
+    ("lookup_rows", lambda: lookup_rows(np.eye(4, dtype=np.float32), [1, 2])),
+    ("gather_rows", lambda: gather_rows(np.eye(4, dtype=np.float32), [1], np.empty((1, 4), np.float32))),
+    ("scatter_add_rows", lambda: scatter_add_rows(np.array([1, 1]), np.ones((2, 3), np.float32), 4)),
+    ("add_rows_at", lambda: add_rows_at(np.zeros((4, 3), np.float32), np.array([1]), np.ones((1, 3), np.float32))),
+    ("sum_rows_by_id", lambda: K.sum_rows_by_id(np.array([1, 1]), np.ones((2, 3), np.float32))),
+    ("as_token_ids", lambda: K.as_token_ids([1], 4)),
+    ("stable_order", lambda: stable_order(np.array([2, 1]), 4)),
+])
+def test_every_kernel_refuses_while_withheld_and_works_after(kernel, call):
+    with K.withheld("my_exercise"):
+        with pytest.raises(K.LibraryKernelWithheld, match=f"your my_exercise called the library's {kernel} "):
+            call()
+    call()                                    # the block is over: the fast path is back
+
+
+def test_a_layer_outside_the_block_keeps_the_fast_path():
+    embed = Embedding(6, 2, seed=0)
+    with K.withheld("x"):
+        with pytest.raises(K.LibraryKernelWithheld):
+            embed([1])
+    assert K._withheld_for is None
+    embed([1]).backward(np.ones((1, 2), np.float32))
+    assert embed.weight.grad[1].tolist() == [1, 1]

@@ -28,28 +28,97 @@ CLI = Path(sys.executable).parent / "tinytorch"
 
 # name: (solution cell, code in the solution, the wrong code, the part that must lose its points,
 #        words its message must contain, other parts allowed to fail because they use the broken code)
+DELEGATED = ["called the library's", "withheld while this exercise is graded"]
+
 MISTAKES = {
+    # handing the work to the library's kernels: the kernels are withheld while the exercise's test runs
+    "as_token_ids delegates to the library": (
+        "as-ids", "    if isinstance(ids, Tensor):\n        ids = ids.data\n    if isinstance(ids, (bytes, str)):",
+        "    return library_kernels.as_token_ids(ids, vocab_size)\n    if isinstance(ids, (bytes, str)):",
+        "test_as_token_ids", ["your as_token_ids called the library's as_token_ids", *DELEGATED], set()),
+    "lookup_rows delegates to the library": (
+        "lookup", "    vocab_size = table.shape[0]\n", "    return library_kernels.lookup_rows(table, ids)\n",
+        "test_lookup_rows", ["your lookup_rows called the library's lookup_rows", *DELEGATED], set()),
+    "lookup_rows delegates through a fresh import of the gather": (
+        "lookup", "    return np.take(table, ids, axis=0)",
+        "    from tinytorch.core.row_kernels import gather_rows\n"
+        "    return gather_rows(table, ids, np.empty(ids.shape + table.shape[1:], table.dtype), checked=True)",
+        "test_lookup_rows", ["your lookup_rows called the library's gather_rows", *DELEGATED], set()),
+    "scatter_add_rows delegates to the library": (
+        "scatter", "    flat_ids = np.ravel(ids)\n", "    return library_kernels.scatter_add_rows(np.ravel(ids), rows, num_rows)\n",
+        "test_scatter_add_rows", ["your scatter_add_rows called the library's scatter_add_rows", *DELEGATED], set()),
+    "scatter_add_rows delegates to add_rows_at": (
+        "scatter", "    np.add.at(dense, flat_ids, rows)", "    library_kernels.add_rows_at(dense, flat_ids, rows)",
+        "test_scatter_add_rows", ["your scatter_add_rows called the library's add_rows_at", *DELEGATED], set()),
+    "sum_rows_by_id delegates to the library": (
+        "scatter", "    unique_ids, slot = np.unique(np.ravel(ids), return_inverse=True)\n",
+        "    return library_kernels.sum_rows_by_id(ids, rows)\n",
+        "test_sum_rows_by_id", ["your sum_rows_by_id called the library's sum_rows_by_id", *DELEGATED], set()),
+    "embedding_grad delegates to the library's scatter-add": (
+        "embedding-grad", "    return scatter_add_rows(flat_ids, flat_rows, num_rows)",
+        "    return library_kernels.scatter_add_rows(flat_ids, flat_rows, num_rows)",
+        "test_embedding_grad", ["your embedding_grad called the library's scatter_add_rows", *DELEGATED], set()),
+    # as_token_ids: one mistake per step of its TODO
     "negative ids accepted": (
         "as-ids", "if ids.min() < 0 or ids.max() >= vocab_size:", "if ids.max() >= vocab_size:",
-        "test_as_token_ids", ["expected TokenIdError", "returned [-1]"], {"test_lookup_rows"}),
+        "test_as_token_ids", ["step 5, as_token_ids([-1], 5) returned array([-1])", "expected TokenIdError"], set()),
     "plain ValueError for a bad id": (
         "as-ids", "raise TokenIdError(f\"token id", "raise ValueError(f\"token id",
-        "test_as_token_ids", ["raised ValueError", "expected TokenIdError"], {"test_lookup_rows"}),
+        "test_as_token_ids", ["raised ValueError", "expected TokenIdError"], set()),
+    "Tensor input not unwrapped": (
+        "as-ids", "    if isinstance(ids, Tensor):\n        ids = ids.data\n", "",
+        "test_as_token_ids", ["as_token_ids(Tensor([[0, 4]]), 5)"], set()),
+    "empty list left float64": (
+        "as-ids", "    if was_sequence and ids.size == 0:\n        ids = ids.astype(np.int64)                  # np.asarray([]) is float64\n", "",
+        "test_as_token_ids", ["step 2, as_token_ids([], 5) raised TypeError", "an empty list or tuple becomes an empty int64 array"], set()),
+    "unsigned ids refused": (
+        "as-ids", "if ids.dtype.kind not in ('i', 'u'):", "if ids.dtype.kind != 'i':",
+        "test_as_token_ids", ["step 3, as_token_ids(uint8 [4], 5) raised TypeError", "unsigned integers are integers too"], set()),
     "only float ids refused (bool passes)": (
         "as-ids", "if ids.dtype.kind not in ('i', 'u'):", "if ids.dtype.kind == 'f':",
-        "test_as_token_ids", ["as_token_ids([True, False], 5) returned", "expected TypeError: dtype bool"], set()),
+        "test_as_token_ids", ["step 3, as_token_ids([True, False], 5) returned", "expected TypeError"], set()),
     "float ids truncated instead of refused": (
         "as-ids", "if ids.dtype.kind not in ('i', 'u'):", "if ids.dtype.kind == 'f':\n        ids = ids.astype(np.int64)\n    if ids.dtype.kind not in ('i', 'u'):",
-        "test_as_token_ids", ["as_token_ids([1.0, 2.0], 5) returned", "expected TypeError: dtype float64"], set()),
+        "test_as_token_ids", ["step 3, as_token_ids([1.0, 2.0], 5) returned", "expected TypeError"], set()),
+    "vocab_size=None skips the type check too": (
+        "as-ids", "    was_sequence = isinstance(ids, (list, tuple))\n",
+        "    was_sequence = isinstance(ids, (list, tuple))\n    if vocab_size is None:\n        return np.asarray(ids)\n",
+        "test_as_token_ids", ["step 4, as_token_ids([0.5], None) returned", "expected TypeError"], set()),
+    # init_embedding_table
     "float64 table": (
         "init", "table = rng.random(shape, dtype=np.float32)", "table = rng.random(shape)",
         "test_init_embedding_table", ["expected a float32 table", "got float64"], set()),
+    "float64 drawn, then cast": (
+        "init", "table = rng.random(shape, dtype=np.float32)", "table = rng.random(shape).astype(np.float32)",
+        "test_init_embedding_table", ["a float64 intermediate", "draw float32 directly"], set()),
+    "xavier scaled by the width only": (
+        "init", "bound = math.sqrt(6 / (vocab_size + embedding_dim))", "bound = math.sqrt(6 / embedding_dim)",
+        "test_init_embedding_table", ["xavier (300, 100): a = √(6 / (300 + 100)) = 0.1225", "largest |value| is 0.24"], set()),
+    "unknown init_type without the valid ones": (
+        "init", 'raise ValueError(f"init_type must be one of {INIT_TYPES}, got {init_type!r}")',
+        'raise ValueError(f"unknown init_type {init_type!r}")',
+        "test_init_embedding_table", ["should name 'zeros' and the valid types"], set()),
+    # a part left unwritten costs that part only: other parts' tests stand in right versions for it
+    "as_token_ids left unwritten": (
+        "as-ids", "    if isinstance(ids, Tensor):\n        ids = ids.data\n", "    raise NotImplementedError()\n",
+        "test_as_token_ids", ["NotImplementedError"], set()),
+    "init_embedding_table left unwritten": (
+        "init", "    shape = (vocab_size, embedding_dim)\n", "    raise NotImplementedError()\n",
+        "test_init_embedding_table", ["NotImplementedError"], set()),
+    "sinusoidal_table left unwritten": (
+        "sinusoidal", "    positions = np.arange(max_seq_length, dtype=np.float64)[:, None]", "    raise NotImplementedError()",
+        "test_sinusoidal_table", ["NotImplementedError"], set()),
+    # the gather and the scatter-adds
     "lookup without the id check": (
-        "lookup", "checked = as_token_ids(ids, table.shape[0])\n    return table[checked]", "return table[np.asarray(ids)]",
-        "test_lookup_rows", ["expected TokenIdError", "returned"], set()),
+        "lookup", "    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):\n        first_bad = ids[(ids < 0) | (ids >= vocab_size)].flat[0]\n"
+        "        raise TokenIdError(f\"token id {first_bad} is out of range: ids must be in [0, {vocab_size})\")\n", "",
+        "test_lookup_rows", ["lookup_rows(table, [-1]) returned", "expected TokenIdError (NumPy would silently read the last row"], set()),
     "lookup reads the wrong rows": (
-        "lookup", "return table[checked]", "return table[np.sort(checked, axis=-1)]",
+        "lookup", "return np.take(table, ids, axis=0)", "return np.take(table, np.sort(ids, axis=-1), axis=0)",
         "test_lookup_rows", ["first wrong position at [0, 0]: expected [6.0, 7.0, 8.0], got [0.0, 1.0, 2.0]"], set()),
+    "lookup returns a view into the table": (
+        "lookup", "return np.take(table, ids, axis=0)", "return table[ids.min():ids.max() + 1] if ids.ndim == 1 and ids.size == 1 else np.take(table, ids, axis=0)",
+        "test_lookup_rows", ["writing into the result changed the table: return a new array"], set()),
     "duplicate ids overwrite": (
         "scatter", "np.add.at(dense, flat_ids, rows)", "dense[flat_ids] += rows",
         "test_scatter_add_rows", ["first wrong row at [3]: expected [101.0, 202.0], got [100.0, 200.0]",
@@ -62,47 +131,56 @@ MISTAKES = {
         "scatter", "dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)",
         "dense = np.zeros((num_rows,) + rows.shape[1:])",
         "test_scatter_add_rows", ["expected float32 like the rows", "got float64"], set()),
-    "forward not connected to the weight": (
-        "embedding", "return Tensor._from_op(rows, (weight,), grad_fn)", "return Tensor(rows)",
-        "test_embedding_forward", ["not connected to embed.weight", "requires_grad is False"],
-        {"test_embedding_backward", "test_embedding_sparse_gradient", "test_embedding_runs_on_its_kernels",
-         "test_token_position_embedding", "test_embedding_integration"}),
-    "padding row gets gradient (skip=padding_idx forgotten)": (
-        "embedding", " skip=pad,", "",
-        "test_embedding_backward", ["first wrong row at [0]", "padding row (id 0) must get no gradient",
-                                    "skip=self.padding_idx"],
-        {"test_embedding_sparse_gradient", "test_embedding_integration"}),
-    "the layer's backward ignores its kernels (the library's scatter-add)": (
-        "embedding", "add_rows=kernels.add_rows_at", "add_rows=library_kernels.add_rows_at",
-        "test_embedding_runs_on_its_kernels", ["self.kernels.add_rows_at", "expected the calls ['lookup_rows', 'add_rows_at'], got ['lookup_rows']"],
-        set()),
-    "the layer's backward ignores its kernels (no scatter-add given)": (
-        "embedding", ", add_rows=kernels.add_rows_at", "",
-        "test_embedding_runs_on_its_kernels", ["expected the calls ['lookup_rows', 'add_rows_at'], got ['lookup_rows']"], set()),
-    "the layer's forward ignores its kernels": (
-        "embedding", "rows = kernels.lookup_rows(weight.data, ids)", "rows = library_kernels.lookup_rows(weight.data, ids)",
-        "test_embedding_runs_on_its_kernels", ["self.kernels.lookup_rows", "expected the calls ['lookup_rows'], got []"], set()),
-    "sparse flag ignored": (
-        "embedding", "keep_sparse=sparse,", "keep_sparse=False,",
-        "test_embedding_sparse_gradient", ["expected a RowSparseGrad, got ndarray"], {"test_embedding_runs_on_its_kernels"}),
+    "row-sparse sums in float32 whatever the rows": (
+        "scatter", "summed = np.zeros((unique_ids.size,) + rows.shape[1:], dtype=rows.dtype)",
+        "summed = np.zeros((unique_ids.size,) + rows.shape[1:], dtype=np.float64)",
+        "test_sum_rows_by_id", ["expected float32 like the rows, got float64"], set()),
+    # the layer's backward
+    "padding positions not left out": (
+        "embedding-grad", "    if padding_idx is not None:\n        keep = flat_ids != padding_idx\n        flat_ids, flat_rows = flat_ids[keep], flat_rows[keep]\n", "",
+        "test_embedding_grad", ["embedding_grad(..., padding_idx=0): first wrong row at [0]", "the padding id 0 must get no gradient"], set()),
+    "backward without the student's scatter-add": (
+        "embedding-grad", "    return scatter_add_rows(flat_ids, flat_rows, num_rows)",
+        "    out = np.zeros((num_rows, flat_rows.shape[1]), flat_rows.dtype)\n    np.add.at(out, flat_ids, flat_rows)\n    return out",
+        "test_embedding_grad", ["embedding_grad never called scatter_add_rows"], set()),
+    "backward in float32 whatever d_out": (
+        "embedding-grad", "    return scatter_add_rows(flat_ids, flat_rows, num_rows)",
+        "    return scatter_add_rows(flat_ids, flat_rows.astype(np.float32), num_rows)",
+        "test_embedding_grad", ["float64, 1-D ids: expected row 1 = 2s in float64"], set()),
+    # positions
     "odd embedding_dim": (
         "sinusoidal", "np.cos(angles[:, :embedding_dim // 2])", "np.cos(angles)",
         "test_sinusoidal_table", ["sinusoidal_table(10, 7) raised ValueError", "odd embedding_dim must work"], set()),
     "float64 sinusoidal table": (
         "sinusoidal", "return table.astype(np.float32)", "return table",
         "test_sinusoidal_table", ["expected a float32 table, got float64"], set()),
+    "sinusoidal angles in float32": (
+        "sinusoidal", "    angles = positions * freqs ", "    angles = (positions * freqs).astype(np.float32)",
+        "test_sinusoidal_table", ["position 4999: first wrong column", "the angles lost digits"], set()),
+    "M_k with the sine signs swapped": (
+        "shift", "[[c, s], [-s, c]]", "[[c, -s], [s, c]]",
+        "test_shift_matrix", ["k = 1: M_k @ PE(p) should be PE(p + 1)", "the sines of k·ω_i have the wrong signs"], set()),
+    "M_k with the wrong frequencies": (
+        "shift", "enumerate(base ** (-np.arange(0, embedding_dim, 2) / embedding_dim))",
+        "enumerate(base ** (-np.arange(embedding_dim // 2) / embedding_dim))",
+        "test_shift_matrix", ["k = 1: M_k @ PE(p) should be PE(p + 1) for every p: first wrong position p"], set()),
+    "M_k as a float32 matrix": (
+        "shift", "M = np.zeros((embedding_dim, embedding_dim))", "M = np.zeros((embedding_dim, embedding_dim), np.float32)",
+        "test_shift_matrix", ["expected float64, got float32"], set()),
     "learned positions: no batch-sum": (
         "learned", "per_position = g.reshape(-1, seq, dim).sum(axis=0)", "per_position = g.reshape(-1, seq, dim)[0]",
         "test_learned_positional_embedding", ["first wrong row at [6]", "sum over the batch of the gradients at position p"],
-        {"test_token_position_embedding"}),
+        set()),
     "learned positions: rows from 0 whatever start_pos": (
         "learned", "np.arange(start, start + seq)", "np.arange(seq)",
-        "test_learned_positional_embedding", ["first wrong row at [0]: expected [0.0", "rows 6…9"],
+        "test_learned_positional_embedding", ["first wrong row at [0]: expected [0.0, 0.0", "rows 6…9"],
         set()),
     "learned positions get no gradient": (
         "learned", "return Tensor._from_op(out, (x, W), grad_fn)", "return Tensor(out)",
-        "test_learned_positional_embedding", ["not connected to the position table", "requires_grad is False"],
-        {"test_token_position_embedding"}),
+        "test_learned_positional_embedding", ["not connected to the position table", "requires_grad is False"], set()),
+    "learned positions: inplace ignored": (
+        "learned", "out = np.add(x.data, rows, out=x.data if inplace else None)", "out = x.data + rows",
+        "test_learned_positional_embedding", ["inplace=True: the sum must be written into the input's own array"], set()),
     "missing √d scaling": (
         "tpe-forward", "x = x * math.sqrt(self.embedding_dim)", "x = x * 1.0",
         "test_token_position_embedding", ["multiplies the token rows by √8", "expected", "got"], set()),
@@ -110,6 +188,12 @@ MISTAKES = {
         "tpe-forward", "self.positions(x, inplace=True, start_pos=start)", "self.positions(x, inplace=True)",
         "test_token_position_embedding", ["start_pos=2: token 3 alone must get the vector it has in the whole sequence"],
         set()),
+    "3-D ids not refused by the token + position layer": (
+        "tpe-forward", "        if ids.ndim not in (1, 2):\n            raise ValueError(f\"expected (seq,) or (batch, seq) token ids, got shape {ids.shape}\")\n", "",
+        "test_token_position_embedding", ["the message should name the shape (1, 1, 2)"], set()),
+    "token + position layer looks up before checking the positions": (
+        "tpe-forward", "        start = _position_start(", "        self.tokens(ids)\n        start = _position_start(",
+        "test_token_position_embedding", ["refused input was looked up first (ids of shape (1, 13))"], set()),
     "RoPE pairs the two halves": (
         "rope", "a, b = x[..., 0::2], x[..., 1::2]\n    out = np.empty_like(x)\n    out[..., 0::2] = a * cos - b * sin\n"
         "    out[..., 1::2] = a * sin + b * cos",
@@ -190,3 +274,15 @@ def test_tinytorch_test_shows_the_message(solved, tmp_path):
     assert failed == ["test_token_position_embedding"], out.stdout
     assert "AssertionError: scale_embeddings=True multiplies the token rows by √8" in lines[failed[0]], out.stdout
     assert "expected" in lines[failed[0]] and "got" in lines[failed[0]], out.stdout
+
+
+def test_tinytorch_test_refuses_a_delegation(solved, tmp_path):
+    "In the student's own kernel (the whole notebook, as `tinytorch test` runs it) a delegating exercise loses its part."
+    notebook = tmp_path / "11_embeddings.ipynb"
+    notebook.write_text(json.dumps(mutate(solved, "scatter_add_rows delegates to the library")), encoding="utf-8")
+    out = subprocess.run([CLI, "test", "11", "--notebook", notebook], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = {line.split()[1]: line for line in out.stdout.splitlines() if line.strip().startswith(("PASS", "FAIL"))}
+    failed = [gid for gid, line in lines.items() if line.strip().startswith("FAIL")]
+    assert failed == ["test_scatter_add_rows"], out.stdout
+    assert "LibraryKernelWithheld: your scatter_add_rows called the library's scatter_add_rows" in lines[failed[0]], out.stdout

@@ -203,12 +203,11 @@ def _structure_lines(m: dict) -> list:
 
 # %% ../../nbs/11d_char_model.ipynb #demo-report
 def _cost_lines(m: dict) -> list:
+    from tinytorch.core.profiling import design_table_lines       # the profiler loads only when a demo reports
     stats, vocab = m['memory'], m['run']['tokenizer'].vocab_size
     lines = [f"\nMemory: token table {vocab} x {stats['embedding_dim']} {stats['dtype']} = "
-             f"{stats['total_memory_mb'] * 1024:.1f} KiB; the same layer at production sizes:",
-             f"{'model':<12} {'vocab':>7} {'dim':>6} {'params':>13} {'table MiB':>10} {'batch act. MiB':>14}  (float32)"]
-    lines += [f"{r['name']:<12} {r['vocab_size']:>7,} {r['embed_dim']:>6,} {r['embedding_parameters']:>13,} "
-              f"{r['table_mb']:>10,.1f} {r['activations_mb']:>14,.1f}" for r in m['designs']]
+             f"{stats['total_memory_mb'] * 1024:.1f} KiB; the same layer at production sizes:"]
+    lines += design_table_lines(m['designs'])
     lines.append(f"\nThroughput: lookups in a 100,000 x 256 table; this machine copies {m['bandwidth']:.1f} GB/s")
     lines += [f"  {r['batch_size']:>3} x {r['seq_length']} ids  {r['lookup_time_ms']:7.3f} ms  "
               f"{r['tokens_per_second'] / 1e6:6.2f} M tokens/s  {r['gb_per_s']:5.1f} GB/s  "

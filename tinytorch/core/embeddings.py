@@ -11,67 +11,79 @@ from typing import Dict, List, Optional, Union
 
 import numpy as np
 
-from . import row_kernels as library_kernels   # the library's fast gather and scatter-adds
-from .row_kernels import TokenIdError           # part of this module's API too
+from . import row_kernels as library_kernels   # the layer's default kernels
+from .row_kernels import TokenIdError, withheld  # withheld(...): no library kernels inside
 from .tensor import RowSparseGrad, Tensor, unbroadcast
 from .nn import check_positive_int
+from .lesson_support import (KERNEL_NAMES, _EmbeddingTable, _add_positions, _as_text, _configure,  # given, in 11e
+                                           _check_sequence_input, _first_difference, _position_start, _standing_in,
+                                           plot_encoding, visualize_encoding)
 
 _all_ = ['TokenIdError']
 
 # %% auto #0
-__all__ = ['INIT_TYPES', 'lesson_kernels', 'KERNEL_NAMES', 'POSITION_KINDS', 'as_token_ids', 'init_embedding_table',
-           'lookup_rows', 'scatter_add_rows', 'sum_rows_by_id', 'LessonKernels', 'Embedding', 'sinusoidal_table',
-           'PositionalEncoding', 'LearnedPositionalEmbedding', 'TokenPositionEmbedding', 'rotate_pairs',
+__all__ = ['INIT_TYPES', 'lesson_kernels', 'POSITION_KINDS', 'lookup_rows', 'scatter_add_rows', 'sum_rows_by_id',
+           'embedding_grad', 'init_embedding_table', 'as_token_ids', 'LessonKernels', 'Embedding', 'sinusoidal_table',
+           'shift_matrix', 'PositionalEncoding', 'LearnedPositionalEmbedding', 'TokenPositionEmbedding', 'rotate_pairs',
            'RotaryPositionalEmbedding', 'TokenIdError']
 
-# %% ../../nbs/11_embeddings.ipynb #first-difference
-def _first_difference(got, expected, what: str = 'row') -> str:
-    "Where `got` first differs from `expected` (for a test's message): the position, the expected and the got values."
-    got, expected = np.asarray(got), np.asarray(expected)
-    if got.shape != expected.shape:
-        return f"expected shape {expected.shape}, got {got.shape}"
-    close = np.isclose(got, expected, rtol=1e-5, atol=1e-6)
-    if got.ndim >= 2:
-        close = close.all(axis=-1)                 # one verdict per row
-    wrong = np.argwhere(~close)
-    if wrong.size == 0:
-        return "no difference"
-    at = tuple(int(i) for i in wrong[0])
-    return (f"first wrong {what} at {list(at)}: expected {np.round(expected[at], 4).tolist()}, "
-            f"got {np.round(got[at], 4).tolist()}")
+# %% ../../nbs/11_embeddings.ipynb #lookup
+def lookup_rows(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """A new `(*ids.shape, dim)` array holding row `ids[...]` of `table` (vocab_size, dim), in the table's dtype.
 
-# %% ../../nbs/11_embeddings.ipynb #as-ids
-def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
-    """Integer ndarray of `ids` (Tensor, list, tuple or ndarray), every id in `[0, vocab_size)`.
-
-    TODO:
-    1. Take `.data` from a Tensor; refuse a `str` (text must be tokenized first) with TypeError.
-    2. Convert to an array. An *empty* list or tuple becomes an empty int64 array
-       (NumPy would make it float64).
-    3. Refuse every non-integer dtype (float — even 2.0 —, bool, complex, object, strings) with a
-       TypeError that names the dtype (`arr.dtype.kind` is 'i' or 'u' for integers).
-    4. If `vocab_size` is None, return the array now (the caller checks the range).
-    5. If any id is negative or >= vocab_size raise `TokenIdError` (not a plain ValueError)
-       naming the first offending id and the valid range. `ids.min()` and `ids.max()` tell you
-       whether there is one; look for it only then.
+    ids: an integer ndarray of any shape (the layer converts its input before calling this).
+    TODO: if any id is negative or >= vocab_size, raise TokenIdError naming the first such id and the valid
+    range [0, vocab_size); otherwise return the gathered rows (no ids: an empty `(*ids.shape, dim)` array).
     """
     ### BEGIN SOLUTION
-    if isinstance(ids, Tensor):
-        ids = ids.data
-    if isinstance(ids, (bytes, str)):
-        raise TypeError(f"token ids must be integers, got the text {ids!r:.40}; tokenize it first")
-    was_sequence = isinstance(ids, (list, tuple))
-    ids = np.asarray(ids)
-    if was_sequence and ids.size == 0:
-        ids = ids.astype(np.int64)                  # np.asarray([]) is float64
-    if ids.dtype.kind not in ('i', 'u'):
-        raise TypeError(f"token ids must have an integer dtype, got {ids.dtype}")
-    if vocab_size is None or ids.size == 0:
-        return ids
-    if ids.min() < 0 or ids.max() >= vocab_size:
+    vocab_size = table.shape[0]
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
         first_bad = ids[(ids < 0) | (ids >= vocab_size)].flat[0]
         raise TokenIdError(f"token id {first_bad} is out of range: ids must be in [0, {vocab_size})")
-    return ids
+    return np.take(table, ids, axis=0)
+    ### END SOLUTION
+
+# %% ../../nbs/11_embeddings.ipynb #scatter
+def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int) -> np.ndarray:
+    """Dense `(num_rows, dim)` array whose row `i` is the sum of the `rows` whose id is `i` (zeros elsewhere).
+
+    ids: (n,) integers in [0, num_rows); rows: (n, dim). The result has the dtype of `rows`.
+    TODO: start from zeros of the rows' dtype and add every row at its id, duplicates included.
+    """
+    ### BEGIN SOLUTION
+    flat_ids = np.ravel(ids)
+    dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)
+    np.add.at(dense, flat_ids, rows)
+    return dense
+    ### END SOLUTION
+
+def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray):
+    """Distinct `ids` (sorted) and, for each, the sum of the `rows` at its occurrences.
+
+    ids: (n,) non-negative integers; rows: (n, dim). Returns (unique_ids (k,), summed (k, dim)),
+    summed in the dtype of `rows`. TODO: also for n = 0 (shapes (0,) and (0, dim)).
+    """
+    ### BEGIN SOLUTION
+    unique_ids, slot = np.unique(np.ravel(ids), return_inverse=True)
+    summed = np.zeros((unique_ids.size,) + rows.shape[1:], dtype=rows.dtype)
+    np.add.at(summed, slot.reshape(-1), rows)
+    return unique_ids, summed
+    ### END SOLUTION
+
+# %% ../../nbs/11_embeddings.ipynb #embedding-grad
+def embedding_grad(ids: np.ndarray, d_out: np.ndarray, num_rows: int, padding_idx: Optional[int] = None) -> np.ndarray:
+    """The table's dense `(num_rows, dim)` gradient, in d_out's dtype, for a lookup of `ids` (any shape) whose
+    output got the gradient `d_out` (*ids.shape, dim).
+
+    TODO: flatten ids to (n,) and d_out to (n, dim); leave out the positions whose id is `padding_idx`
+    (None: leave out nothing); add up the rest with your `scatter_add_rows`.
+    """
+    ### BEGIN SOLUTION
+    flat_ids, flat_rows = np.reshape(ids, -1), np.reshape(d_out, (-1, d_out.shape[-1]))   # (n,), (n, dim)
+    if padding_idx is not None:
+        keep = flat_ids != padding_idx
+        flat_ids, flat_rows = flat_ids[keep], flat_rows[keep]
+    return scatter_add_rows(flat_ids, flat_rows, num_rows)
     ### END SOLUTION
 
 # %% ../../nbs/11_embeddings.ipynb #init
@@ -104,44 +116,37 @@ def init_embedding_table(vocab_size: int, embedding_dim: int, init_type: str = '
     return table
     ### END SOLUTION
 
-# %% ../../nbs/11_embeddings.ipynb #lookup
-def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
-    """A new `(*ids.shape, dim)` array holding row `ids[...]` of `table` (vocab_size, dim) at every position.
+# %% ../../nbs/11_embeddings.ipynb #as-ids
+def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
+    """Integer ndarray of `ids` (Tensor, list, tuple or ndarray), every id in `[0, vocab_size)`.
 
-    TODO: check the ids with `as_token_ids(ids, table.shape[0])` (a bad id raises TokenIdError
-    before anything is read), then gather the rows. Keep the table's dtype.
+    TODO:
+    1. Take `.data` from a Tensor; refuse a `str` (text must be tokenized first) with TypeError.
+    2. Convert to an array. An *empty* list or tuple becomes an empty int64 array
+       (NumPy would make it float64).
+    3. Refuse every non-integer dtype (float — even 2.0 —, bool, complex, object, strings) with a
+       TypeError that names the dtype (`arr.dtype.kind` is 'i' or 'u' for integers).
+    4. If `vocab_size` is None, return the array now (the caller checks the range).
+    5. If any id is negative or >= vocab_size raise `TokenIdError` (not a plain ValueError)
+       naming the first offending id and the valid range.
     """
     ### BEGIN SOLUTION
-    checked = as_token_ids(ids, table.shape[0])
-    return table[checked]
-    ### END SOLUTION
-
-# %% ../../nbs/11_embeddings.ipynb #scatter
-def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int) -> np.ndarray:
-    """Dense `(num_rows, dim)` array whose row `i` is the sum of the `rows` whose id is `i` (zeros elsewhere).
-
-    ids: (n,) integers in [0, num_rows); rows: (n, dim). The result has the dtype of `rows`.
-    TODO: start from zeros of the rows' dtype and add every row at its id, duplicates included.
-    """
-    ### BEGIN SOLUTION
-    flat_ids = np.ravel(ids)
-    dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)
-    np.add.at(dense, flat_ids, rows)
-    return dense
-    ### END SOLUTION
-
-def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray):
-    """Distinct `ids` (sorted) and, for each, the sum of the `rows` at its occurrences.
-
-    ids: (n,) non-negative integers; rows: (n, dim). Returns (unique_ids (k,), summed (k, dim)),
-    summed in the dtype of `rows`. n may be 0.
-    TODO: np.unique(..., return_inverse=True), then add each row into its id's slot.
-    """
-    ### BEGIN SOLUTION
-    unique_ids, slot = np.unique(np.ravel(ids), return_inverse=True)
-    summed = np.zeros((unique_ids.size,) + rows.shape[1:], dtype=rows.dtype)
-    np.add.at(summed, slot.reshape(-1), rows)
-    return unique_ids, summed
+    if isinstance(ids, Tensor):
+        ids = ids.data
+    if isinstance(ids, (bytes, str)):
+        raise TypeError(f"token ids must be integers, got the text {ids!r:.40}; tokenize it first")
+    was_sequence = isinstance(ids, (list, tuple))
+    ids = np.asarray(ids)
+    if was_sequence and ids.size == 0:
+        ids = ids.astype(np.int64)                  # np.asarray([]) is float64
+    if ids.dtype.kind not in ('i', 'u'):
+        raise TypeError(f"token ids must have an integer dtype, got {ids.dtype}")
+    if vocab_size is None or ids.size == 0:
+        return ids
+    if ids.min() < 0 or ids.max() >= vocab_size:
+        first_bad = ids[(ids < 0) | (ids >= vocab_size)].flat[0]
+        raise TokenIdError(f"token id {first_bad} is out of range: ids must be in [0, {vocab_size})")
+    return ids
     ### END SOLUTION
 
 # %% ../../nbs/11_embeddings.ipynb #lesson-kernels
@@ -153,7 +158,7 @@ def _without_id(ids, rows, skip):
     return ids[keep], rows[keep]
 
 class LessonKernels:
-    """This lesson's `lookup_rows`, `scatter_add_rows` and `sum_rows_by_id` behind the interface `Embedding` calls
+    """Your `lookup_rows`, `embedding_grad` and `sum_rows_by_id` behind the interface `Embedding` calls
     (the one `tinytorch.core.row_kernels` has): `Embedding(..., kernels=lesson_kernels)` runs on them."""
 
     def lookup_rows(self, table, ids):
@@ -163,9 +168,9 @@ class LessonKernels:
         return sum_rows_by_id(*_without_id(ids, rows, skip))
 
     def add_rows_at(self, out, ids, rows, fresh: bool = False, skip=None):
-        """`out[ids[j]] += rows[j]` for every j with `ids[j] != skip`, through your `scatter_add_rows`;
+        """`out[ids[j]] += rows[j]` for every j with `ids[j] != skip`, through your `embedding_grad`;
         `fresh=True`: `out` holds garbage."""
-        dense = scatter_add_rows(*_without_id(ids, rows, skip), out.shape[0])
+        dense = embedding_grad(ids, rows, out.shape[0], skip)
         if fresh:
             out[...] = dense
         else:
@@ -176,68 +181,6 @@ class LessonKernels:
         return "lesson_kernels"
 
 lesson_kernels = LessonKernels()
-KERNEL_NAMES = ('lookup_rows', 'sum_rows_by_id', 'add_rows_at')
-
-# %% ../../nbs/11_embeddings.ipynb #embedding-config
-def _configure(layer, vocab_size, embedding_dim, padding_idx, sparse, kernels=None):
-    "Check and store an embedding's sizes, `sparse` flag, `padding_idx` (a negative one counts from the end) and kernels."
-    if not isinstance(sparse, (bool, np.bool_)):
-        raise TypeError(f"sparse must be True or False, got {sparse!r}")
-    layer.sparse = bool(sparse)
-    layer.vocab_size = check_positive_int('vocab_size', vocab_size)
-    layer.embedding_dim = check_positive_int('embedding_dim', embedding_dim)
-    if padding_idx is not None:
-        if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)):
-            raise TypeError(f"padding_idx must be an integer or None, got {padding_idx!r}")
-        if not -layer.vocab_size <= padding_idx < layer.vocab_size:
-            raise ValueError(f"padding_idx {padding_idx} is outside [-{layer.vocab_size}, {layer.vocab_size})")
-        padding_idx = int(padding_idx) % layer.vocab_size
-    layer.padding_idx = padding_idx
-    kernels = library_kernels if kernels is None else kernels
-    missing = [name for name in KERNEL_NAMES if not callable(getattr(kernels, name, None))]
-    if missing:
-        raise TypeError(f"kernels must provide {', '.join(KERNEL_NAMES)}; {kernels!r} lacks {', '.join(missing)}")
-    layer.kernels = kernels
-
-# %% ../../nbs/11_embeddings.ipynb #embedding-base
-class _EmbeddingTable:
-    "What every `Embedding` has besides its forward: a table built from given weights, its size, and a repr."
-
-    @classmethod
-    def from_pretrained(cls, weights, freeze: bool = True, padding_idx: Optional[int] = None,
-                        sparse: bool = False, kernels=None):
-        """An Embedding holding a float32 copy of `weights` (vocab_size, embedding_dim).
-
-        As in PyTorch, the padding row keeps its given values (it only gets no gradient);
-        `freeze=True` makes the table non-trainable."""
-        table = weights.data if isinstance(weights, Tensor) else np.asarray(weights)
-        if table.ndim != 2:
-            raise ValueError(f"from_pretrained expects a 2-D (vocab_size, embedding_dim) array, got shape {table.shape}")
-        if table.dtype.kind != 'f':
-            raise TypeError(f"from_pretrained expects floating-point weights, got dtype {table.dtype}")
-        layer = cls.__new__(cls)
-        _configure(layer, table.shape[0], table.shape[1], padding_idx, sparse, kernels)
-        layer.init_type = 'pretrained'
-        layer.weight = Tensor(np.array(table, dtype=np.float32), requires_grad=not freeze)
-        layer.parameters = [layer.weight]
-        return layer
-
-    def __call__(self, input_ids) -> Tensor:
-        return self.forward(input_ids)
-
-    def get_memory_usage(self) -> Dict[str, float]:
-        "Size of the table, computed from its real dtype."
-        itemsize = self.weight.data.itemsize
-        return {'total_memory_mb': self.weight.data.nbytes / 2**20, 'memory_per_token_kb': self.embedding_dim * itemsize / 1024,
-                'total_parameters': self.vocab_size * self.embedding_dim, 'vocab_size': self.vocab_size,
-                'embedding_dim': self.embedding_dim, 'dtype': str(self.weight.dtype), 'bytes_per_parameter': itemsize}
-
-    def __repr__(self):
-        pad = f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
-        frozen = "" if self.weight.requires_grad else ", frozen"
-        sparse = ", sparse=True" if self.sparse else ""
-        kernels = "" if self.kernels is library_kernels else f", kernels={self.kernels!r}"
-        return f"Embedding({self.vocab_size}, {self.embedding_dim}{pad}{sparse}{kernels}, dtype={self.weight.dtype}{frozen})"
 
 # %% ../../nbs/11_embeddings.ipynb #embedding
 class Embedding(_EmbeddingTable):
@@ -256,28 +199,15 @@ class Embedding(_EmbeddingTable):
         self.parameters = [self.weight]
 
     def forward(self, input_ids: Union[Tensor, List[int], np.ndarray]) -> Tensor:
-        """Rows of the table for `input_ids` of any shape: returns `(*ids.shape, embedding_dim)`.
-
-        TODO:
-        1. ids = as_token_ids(input_ids, None)          (the range is checked during the lookup)
-        2. rows = self.kernels.lookup_rows(W, ids)      (a new `(*ids.shape, dim)` array)
-        3. define grad_fn(g): flatten ids to (n,) and g to (n, dim), and return a 1-tuple with
-           RowSparseGrad(self.weight.shape, ids, g_rows, keep_sparse=self.sparse, skip=self.padding_idx,
-           sum_rows=self.kernels.sum_rows_by_id, add_rows=self.kernels.add_rows_at)
-           (skip: the padding id's positions add nothing; nothing is copied)
-        4. return Tensor._from_op(rows, (self.weight,), grad_fn)
-        Allocate nothing but `rows` in the forward pass, and no float64 anywhere.
-        """
-        ### BEGIN SOLUTION
-        ids = as_token_ids(input_ids, None)
+        "Rows of the table for `input_ids` of any shape: `(*ids.shape, embedding_dim)`, connected to the table."
+        ids = as_token_ids(input_ids, None)                         # the type now, the range in the lookup
         weight, pad, sparse, kernels = self.weight, self.padding_idx, self.sparse, self.kernels
         rows = kernels.lookup_rows(weight.data, ids)                # (*ids.shape, dim)
         def grad_fn(g):
-            flat_ids, flat_g = ids.reshape(-1), g.reshape(-1, g.shape[-1])
+            flat_ids, flat_g = ids.reshape(-1), g.reshape(-1, g.shape[-1])     # (n,), (n, dim): views, no copy
             return (RowSparseGrad(weight.shape, flat_ids, flat_g, keep_sparse=sparse, skip=pad,
                                   sum_rows=kernels.sum_rows_by_id, add_rows=kernels.add_rows_at),)
         return Tensor._from_op(rows, (weight,), grad_fn)
-        ### END SOLUTION
 
 # %% ../../nbs/11_embeddings.ipynb #sinusoidal
 def sinusoidal_table(max_seq_length: int, embedding_dim: int, base: float = 10000.0) -> np.ndarray:
@@ -297,36 +227,21 @@ def sinusoidal_table(max_seq_length: int, embedding_dim: int, base: float = 1000
     return table.astype(np.float32)
     ### END SOLUTION
 
-# %% ../../nbs/11_embeddings.ipynb #seq-check
-def _check_sequence_input(x, embedding_dim: int, who: str) -> Tensor:
-    "`x` as a floating-point Tensor of shape (seq, dim) or (batch, seq, dim) with `embedding_dim` columns."
-    x = x if isinstance(x, Tensor) else Tensor(x)
-    if x.ndim not in (2, 3):
-        raise ValueError(f"{who} expects (seq, dim) or (batch, seq, dim) input, got shape {x.shape}")
-    if x.dtype.kind != 'f':
-        raise TypeError(f"{who} expects floating-point embeddings, got dtype {x.dtype}")
-    if x.shape[-1] != embedding_dim:
-        raise ValueError(f"{who} expects embedding_dim {embedding_dim}, got last dimension {x.shape[-1]}")
-    return x
+# %% ../../nbs/11_embeddings.ipynb #shift
+def shift_matrix(k: int, embedding_dim: int, base: float = 10000.0) -> np.ndarray:
+    """The float64 `(embedding_dim, embedding_dim)` matrix `M_k` with `PE(p + k) = M_k @ PE(p)` for every
+    position p, where PE(p) is row p of `sinusoidal_table(..., embedding_dim, base)` (embedding_dim even).
 
-def _position_start(start_pos, seq_length: int, max_seq_length: int, who: str) -> int:
-    "`start_pos` as an int, once positions start_pos … start_pos + seq_length - 1 are known to fit the table."
-    if isinstance(start_pos, bool) or not isinstance(start_pos, (int, np.integer)) or start_pos < 0:
-        raise ValueError(f"{who}: start_pos must be a non-negative integer, got {start_pos!r}")
-    if start_pos + seq_length > max_seq_length:
-        raise ValueError(f"{who}: sequence length {seq_length} from start_pos {start_pos} needs positions up to "
-                         f"{start_pos + seq_length - 1}, past max_seq_length {max_seq_length}")
-    return int(start_pos)
-
-def _add_positions(x: Tensor, positions, inplace: bool = False) -> Tensor:
-    "`x + positions` ((seq, dim) broadcast over the batch); `inplace=True` writes the sum into `x.data`."
-    if not inplace:
-        return x + positions
-    if x.requires_grad and x._grad_fn is None:
-        raise ValueError("inplace=True would overwrite a leaf tensor that requires grad; use inplace=False")
-    p = positions if isinstance(positions, Tensor) else Tensor(positions)
-    np.add(x.data, p.data, out=x.data)
-    return Tensor._from_op(x.data, (x, p), lambda g: (g, unbroadcast(g, p.shape) if p.requires_grad else None))
+    TODO: one 2 × 2 block per pair i at rows and columns (2i, 2i+1), made of cos(k·ω_i) and sin(k·ω_i),
+    ω_i = base^(-2i/embedding_dim); zeros elsewhere.
+    """
+    ### BEGIN SOLUTION
+    M = np.zeros((embedding_dim, embedding_dim))
+    for i, w in enumerate(base ** (-np.arange(0, embedding_dim, 2) / embedding_dim)):
+        c, s = math.cos(k * w), math.sin(k * w)
+        M[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[c, s], [-s, c]]     # sin(a+b) = sin a cos b + cos a sin b, ...
+    return M
+    ### END SOLUTION
 
 # %% ../../nbs/11_embeddings.ipynb #pe
 class PositionalEncoding:
@@ -372,30 +287,7 @@ class PositionalEncoding:
     def __repr__(self):
         return f"PositionalEncoding(embedding_dim={self.embedding_dim}, max_seq_length={self.max_seq_length}, dropout={self.dropout})"
 
-# %% ../../nbs/11_embeddings.ipynb #pe-show
-def _visualize_encoding(self: PositionalEncoding, seq_length: int = 10, dims_to_show: int = 8) -> None:
-    "Print the first positions × dimensions of the table."
-    rows, cols = min(seq_length, self.max_seq_length), min(dims_to_show, self.embedding_dim)
-    print("pos " + "".join(f"{'sin' if d % 2 == 0 else 'cos'}{d:<5d}" for d in range(cols)))
-    for p in range(rows):
-        print(f"{p:3d} " + "".join(f"{v:8.3f}" for v in self.pe.data[p, :cols]))
-    periods = 2 * math.pi * 10000 ** (np.arange(0, self.embedding_dim, 2) / self.embedding_dim)
-    print(f"wavelengths run from {periods[0]:.1f} positions (dims 0-1) "
-          f"to {periods[-1]:,.0f} positions (last pair)")
-
-def _plot_encoding(self: PositionalEncoding, seq_length: int = 100, ax=None):
-    "Heatmap of the table, position × dimension (matplotlib is imported only here)."
-    import matplotlib.pyplot as plt
-    if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.5))
-    image = ax.imshow(self.pe.data[:min(seq_length, self.max_seq_length)].T, aspect='auto',
-                      cmap='RdBu', vmin=-1, vmax=1, origin='lower')
-    ax.set_xlabel('position'); ax.set_ylabel('dimension')
-    ax.set_title(f'Sinusoidal positional encoding (dim={self.embedding_dim})')
-    ax.figure.colorbar(image, ax=ax)
-    return ax
-
-PositionalEncoding.visualize_encoding, PositionalEncoding.plot = _visualize_encoding, _plot_encoding
+PositionalEncoding.visualize_encoding, PositionalEncoding.plot = visualize_encoding, plot_encoding   # from 11e
 
 # %% ../../nbs/11_embeddings.ipynb #learned
 class LearnedPositionalEmbedding:

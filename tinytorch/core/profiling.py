@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -16,7 +17,8 @@ from .row_kernels import gather_rows
 from .tensor import Tensor, no_grad
 
 # %% auto #0
-__all__ = ['time_call', 'lookup_bytes', 'copy_functions', 'EmbeddingProfiler', 'analyze_embedding_system_design']
+__all__ = ['time_call', 'lookup_bytes', 'last_level_cache', 'copy_functions', 'EmbeddingProfiler',
+           'analyze_embedding_system_design', 'design_table_lines']
 
 # %% ../../nbs/11c_profiling.ipynb #lesson-layers
 def _lesson_embedding(vocab_size: int, embedding_dim: int):
@@ -54,6 +56,20 @@ def lookup_bytes(n_tokens: int, dim: int, itemsize: int, id_itemsize: int = 8) -
     "Bytes a lookup moves: read the rows, write the output, read the ids."
     return n_tokens * (2 * dim * itemsize + id_itemsize)
 
+def last_level_cache(cpu_dir: str = '/sys/devices/system/cpu/cpu0/cache') -> Optional[dict]:
+    "`{'level': 3, 'bytes': ...}` of the highest-level data or unified cache the kernel reports; None when unknown."
+    found = []
+    for index in sorted(Path(cpu_dir).glob('index[0-9]*')):
+        try:
+            kind, level = (index / 'type').read_text().strip(), int((index / 'level').read_text())
+            size = (index / 'size').read_text().strip()               # '491520K', '32M'
+            scale = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}.get(size[-1:], 1)
+            found.append((level, int(size.rstrip('KMG')) * scale, kind))
+        except (OSError, ValueError):
+            continue
+    best = max((f for f in found if f[2] in ('Data', 'Unified')), default=None)
+    return None if best is None else {'level': best[0], 'bytes': best[1]}
+
 def copy_functions(src: np.ndarray, dst: np.ndarray) -> Dict[str, object]:
     "`np.copyto(dst, src)` on one thread and split among all threads: what copy bandwidth is timed with."
     cuts = np.linspace(0, src.size, worker_count() + 1).astype(int)
@@ -79,14 +95,17 @@ class EmbeddingProfiler:
 
     def measure_memory_bandwidth(self, size_mb: int = 256) -> float:
         """This machine's copy bandwidth in GB/s (read + write), from `np.copyto` on `size_mb` MiB:
-        the better of one thread and `worker_count()` threads each copying a slice (the lookups use both)."""
+        the better of one thread and `worker_count()` threads each copying a slice (the lookups use both).
+        `bandwidth_detail` keeps both medians and, for each, the rates of the slowest and the fastest run."""
         n = check_positive_int('size_mb', size_mb) * 2**20 // 4
         src, dst = np.ones(n, np.float32), np.zeros(n, np.float32)    # both written once: no page faults timed
         copies, repeats = copy_functions(src, dst), max(5, self.repeats // 2)
         one = self._time(copies['one thread'], repeats, warmup=1)
         many = self._time(copies['all threads'], repeats, warmup=1)
-        rate = lambda t: 2 * src.nbytes / (t['median_ms'] / 1e3) / 1e9
-        self.bandwidth_detail = {'one_thread_gb_s': rate(one), 'all_threads_gb_s': rate(many), 'threads': worker_count()}
+        rate = lambda t, key='median_ms': 2 * src.nbytes / (t[key] / 1e3) / 1e9
+        self.bandwidth_detail = {'one_thread_gb_s': rate(one), 'all_threads_gb_s': rate(many), 'threads': worker_count(),
+                                 'one_thread_range_gb_s': (rate(one, 'max_ms'), rate(one, 'min_ms')),     # slowest, fastest run
+                                 'all_threads_range_gb_s': (rate(many, 'max_ms'), rate(many, 'min_ms'))}
         self.bandwidth_gb_s = max(rate(one), rate(many))
         return self.bandwidth_gb_s
 
@@ -201,7 +220,8 @@ EmbeddingProfiler.analyze_memory_scaling = _analyze_memory_scaling
 # %% ../../nbs/11c_profiling.ipynb #design
 def analyze_embedding_system_design(configs: Optional[List[dict]] = None, dtype=np.float32,
                                     verbose: bool = True) -> List[dict]:
-    "Token-table and activation memory of some model sizes, computed from `dtype`."
+    """Token-table memory of some model sizes, and the memory of one batch of their embedded tokens
+    (`batch_size × seq_length × embed_dim` values, each row's own batch and sequence), computed from `dtype`."""
     itemsize = np.dtype(dtype).itemsize
     configs = configs or [
         {'name': 'Small', 'vocab_size': 10_000, 'embed_dim': 256, 'seq_length': 512, 'batch_size': 32},
@@ -214,11 +234,17 @@ def analyze_embedding_system_design(configs: Optional[List[dict]] = None, dtype=
         rows.append({**c, 'embedding_parameters': params, 'table_mb': params * itemsize / 2**20,
                      'activations_mb': c['batch_size'] * c['seq_length'] * c['embed_dim'] * itemsize / 2**20})
     if verbose:
-        print(f"{'model':<12} {'vocab':>7} {'dim':>6} {'params':>13} {'table MiB':>10} {'batch act. MiB':>14}  ({np.dtype(dtype).name})")
-        for r in rows:
-            print(f"{r['name']:<12} {r['vocab_size']:>7,} {r['embed_dim']:>6,} {r['embedding_parameters']:>13,} "
-                  f"{r['table_mb']:>10,.1f} {r['activations_mb']:>14,.1f}")
+        print("\n".join(design_table_lines(rows, np.dtype(dtype).name)))
     return rows
+
+def design_table_lines(rows: List[dict], dtype_name: str = 'float32') -> List[str]:
+    "`analyze_embedding_system_design`'s rows as a table, the batch × sequence of each row's activations named."
+    lines = [f"{'model':<12} {'vocab':>7} {'dim':>6} {'params':>13} {'table MiB':>10} {'batch × seq':>12} "
+             f"{'embedded batch MiB':>19}  ({dtype_name})"]
+    lines += [f"{r['name']:<12} {r['vocab_size']:>7,} {r['embed_dim']:>6,} {r['embedding_parameters']:>13,} "
+              f"{r['table_mb']:>10,.1f} {str(r['batch_size']) + ' × ' + format(r['seq_length'], ','):>12} "
+              f"{r['activations_mb']:>19,.1f}" for r in rows]
+    return lines
 
 # %% ../../nbs/11c_profiling.ipynb #profiler-positional
 def _compare_positional_encodings(self: EmbeddingProfiler, seq_length: Optional[int] = None,

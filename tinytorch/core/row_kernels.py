@@ -5,6 +5,7 @@
 # %% ../../nbs/11b_row_kernels.ipynb #imports
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import List, NamedTuple, Optional
 
@@ -14,8 +15,32 @@ from .parallel import parts_for, run_parallel
 from .tensor import Tensor, check_skip
 
 # %% auto #0
-__all__ = ['HEAVY_REPEATS', 'TokenIdError', 'as_token_ids', 'IdRuns', 'stable_order', 'id_runs', 'without_id', 'by_level',
-           'sum_rows_by_id', 'gather_rows', 'lookup_rows', 'add_rows_at', 'scatter_add_rows']
+__all__ = ['HEAVY_REPEATS', 'LibraryKernelWithheld', 'withheld', 'TokenIdError', 'as_token_ids', 'IdRuns', 'stable_order',
+           'id_runs', 'without_id', 'by_level', 'sum_rows_by_id', 'gather_rows', 'lookup_rows', 'add_rows_at',
+           'scatter_add_rows']
+
+# %% ../../nbs/11b_row_kernels.ipynb #withheld
+class LibraryKernelWithheld(RuntimeError):
+    "A kernel of this module was called while `withheld(...)` held the library back (a graded exercise's test)."
+
+_withheld_for: Optional[str] = None      # the exercise being graded, while `withheld` is active
+
+@contextlib.contextmanager
+def withheld(exercise: str):
+    "While active, every kernel here raises `LibraryKernelWithheld` naming `exercise`. Nests; restored on exit."
+    global _withheld_for
+    previous, _withheld_for = _withheld_for, str(exercise)
+    try:
+        yield
+    finally:
+        _withheld_for = previous
+
+def _refuse_if_withheld(kernel: str):
+    if _withheld_for is not None:
+        raise LibraryKernelWithheld(
+            f"your {_withheld_for} called the library's {kernel} (tinytorch.core.row_kernels), which is withheld while "
+            f"this exercise is graded: the points are for your own code, written with NumPy")
+
 
 # %% ../../nbs/11b_row_kernels.ipynb #ids
 class TokenIdError(ValueError, IndexError):
@@ -27,7 +52,9 @@ def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
     """Integer ndarray of `ids` (Tensor, list, tuple or ndarray), every id in `[0, vocab_size)`.
 
     Text, floats, bools and other non-integer dtypes raise TypeError; an id out of range raises
-    `TokenIdError` naming it. `vocab_size=None` checks the type only."""
+    `TokenIdError` naming it. `vocab_size=None` checks the type only. Ids of a non-native byte order
+    come back in the native one."""
+    _refuse_if_withheld('as_token_ids')
     if type(ids) is np.ndarray and ids.dtype.kind in 'iu':     # the usual case: nothing to convert
         arr = ids
     else:
@@ -40,6 +67,8 @@ def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
             arr = arr.astype(np.int64)
         if arr.dtype.kind not in 'iu':
             raise TypeError(f"token ids must be integers, got dtype {arr.dtype}")
+    if not arr.dtype.isnative:                 # big-endian ids: the unsigned view below reads native bytes
+        arr = arr.astype(arr.dtype.newbyteorder('='))
     if vocab_size is None or arr.size == 0:
         return arr
     # one pass: viewed as unsigned, a negative id is >= 2**(bits-1), so the largest catches both ends
@@ -68,6 +97,7 @@ def stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
 
     NumPy sorts 16-bit keys by radix (a linear pass, no comparisons); wider keys are sorted as
     two 16-bit digits, the low digit first: a stable sort by the high digit keeps that order."""
+    _refuse_if_withheld('stable_order')
     if bound <= 1 << 16:
         return np.argsort(keys.astype(np.uint16), kind='stable')
     if bound > 1 << 32:
@@ -118,6 +148,7 @@ def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray, skip: Optional[int] = None
 
     ids: (n,) non-negative integers; rows: (n, dim). Returns (unique_ids (k,), summed (k, dim)),
     same dtype as rows. `skip`: an id left out with its rows (the padding id), nothing copied."""
+    _refuse_if_withheld('sum_rows_by_id')
     ids = np.asarray(ids).reshape(-1)
     order = ids[:0]
     if ids.size:
@@ -173,6 +204,7 @@ def gather_rows(table: np.ndarray, ids, out: np.ndarray, checked: bool = False) 
     The ids are checked before anything is written (`checked=True`: they already were). Then
     `np.take` runs on slices of the ids, shared among the threads: rows are fetched from memory
     in parallel."""
+    _refuse_if_withheld('gather_rows')
     if not checked:
         ids = as_token_ids(ids, table.shape[0])
     _check_rows_out(out, ids.shape + table.shape[1:], table.dtype, 'gather_rows')
@@ -186,6 +218,7 @@ def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
     whichever finishes first checks. With `mode='clip'` a bad id never makes the gather fail, so the
     error is always the check's `TokenIdError`, raised once every thread has stopped; the new array
     is dropped: nothing else was written."""
+    _refuse_if_withheld('lookup_rows')
     ids = as_token_ids(ids, None)
     rows = np.empty(ids.shape + table.shape[1:], table.dtype)                 # (*ids.shape, dim)
     if parts_for(ids.size, rows.nbytes) == 1:       # one thread: check, then one np.take
@@ -354,6 +387,7 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
     `np.empty`): the result is then the scatter-add into zeros, exactly as PyTorch computes it.
     `skip`: an id whose rows are left out (the padding id): its row gets nothing (a fresh one: zeros).
     Large inputs are split by row range, one range per thread: no two threads write the same row."""
+    _refuse_if_withheld('add_rows_at')
     ids = as_token_ids(ids, out.shape[0]).reshape(-1)
     rows = np.asarray(rows)
     if rows.shape[:1] != ids.shape or rows.shape[1:] != out.shape[1:]:
@@ -382,4 +416,5 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
 
 def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int, skip: Optional[int] = None) -> np.ndarray:
     "Dense `(num_rows, dim)` array whose row `i` is the sum of the `rows` whose id is `i` (`i != skip`)."
+    _refuse_if_withheld('scatter_add_rows')
     return add_rows_at(np.empty((num_rows,) + rows.shape[1:], dtype=rows.dtype), ids, rows, fresh=True, skip=skip)
