@@ -25,7 +25,8 @@ from pathlib import Path
 from .assignments import secret_lines
 from .errors import BadInput, MissingInput, NotReady
 from .grade_table import grades_by_student
-from .gradebook import read_gradebook
+from .gradebook import read_gradebook, set_late_penalties
+from .late import LateWork
 from .feedback import publish_feedback
 from .notebooks import module_number, nbgrader_fields, read_nb
 
@@ -180,12 +181,15 @@ def final_points(row: dict, score: dict | None) -> tuple:
     return auto, 'autograded'
 
 # %% ../../nbs/93f_manual_grading.ipynb #table
-FINAL_COLUMNS = ['autograded_total', 'manual_total', 'total', 'max_points', 'status', 'details']
+# New columns go last. `total` is what to import: `raw_total` minus the late policy's `late_penalty`.
+FINAL_COLUMNS = ['autograded_total', 'manual_total', 'total', 'max_points', 'status', 'details', 'timestamp',
+                 'seconds_late', 'raw_total', 'late_penalty']
 
 def final_grades(course_dir, module) -> tuple:
     "({part: max points} in notebook order, one dict per student) for `module` in a graded course."
     course, assignment = graded_assignment(course_dir, module)
     graded, scores = grades_by_student(course / f"grades_{assignment}.csv"), read_gradebook(course, assignment)
+    policy = LateWork.load(course).policy
     parts = {p: float(r['max_points']) for p, r in next(iter(graded.values()), {}).items()}
     rows = []
     for student, by_part in sorted(graded.items()):
@@ -198,8 +202,11 @@ def final_grades(course_dir, module) -> tuple:
                 open_parts[why].append(part)
         failure = next((line['reason'] for line in by_part.values() if line['status'] == 'failed'), None)
         status = 'failed' if failure else next((k for k, v in open_parts.items() if v), 'complete')
+        first, raw = next(iter(by_part.values())), totals['test'] + totals['answer']
+        penalty = policy.penalty(raw, float(first['seconds_late']) if first['seconds_late'] else None)
         row.update(autograded_total=f"{totals['test']:g}", manual_total=f"{totals['answer']:g}",
-                   total=f"{totals['test'] + totals['answer']:g}",
+                   total=f"{raw - penalty:g}", timestamp=first['timestamp'], seconds_late=first['seconds_late'],
+                   raw_total=f"{raw:g}", late_penalty=f"{penalty:g}",
                    max_points=f"{sum(float(line['max_points']) for line in by_part.values()):g}", status=status,
                    details=failure or '; '.join(f"{k}: {', '.join(v)}" for k, v in open_parts.items() if v))
         rows.append(row)
@@ -226,7 +233,9 @@ def _comment_cell(grade_id: str, text: str) -> dict:
 def _feedback_header(assignment: str, row: dict, parts: dict) -> str:
     lines = [f"# Feedback: {assignment}, {row['student']}", '',
              f"**Total: {row['total']} / {row['max_points']} points** ({row['status']}"
-             + (f": {row['details']}" if row['details'] else '') + ").", '', '| part | points |', '|---|---|']
+             + (f": {row['details']}" if row['details'] else '') + ")."
+             + (f" Handed in late: {row['late_penalty']} point(s) off {row['raw_total']}." if float(row.get('late_penalty') or 0) else ''),
+             '', '| part | points |', '|---|---|']
     return '\n'.join(lines + [f"| `{p}` | {row[p] or '–'} / {top:g} |" for p, top in parts.items()])
 
 # %% ../../nbs/93f_manual_grading.ipynb #feedback-comments
