@@ -274,7 +274,9 @@ def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: s
         rows.append(f"| `{gid}` | {shown} / {p.max_points:g} | {status} |")
     header = (f"# Feedback: {assignment}, {result.student}\n\n**Autograded: {result.points:g} / "
               f"{sum(p.max_points for p in result.parts.values() if p.kind == 'test'):g} points.** "
-              "Written answers are graded by your instructor.\n\n" + '\n'.join(rows))
+              "Written answers are graded by your instructor."
+              + (f" Handed in {describe_lateness(result.seconds_late)}: {result.late_penalty:g} point(s) off for "
+                 "lateness." if result.seconds_late else '') + "\n\n" + '\n'.join(rows))
     return publish_feedback(nb, header, dest, hidden)
 
 # %% ../../nbs/93_grading.ipynb #find
