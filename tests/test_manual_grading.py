@@ -154,3 +154,33 @@ def test_a_course_never_graded_gets_one_line(command, tmp_path):
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and f"run `tinytorch grade" in lines[0] and str(tmp_path) in lines[0], out.stderr
+
+
+def test_a_gradebook_changed_after_grading_cannot_inflate_a_grade(course, tmp_path):
+    """What a script in the formgrader (or an edited gradebook.db) could write: an autograded score raised, extra
+    credit on an autograded part, extra credit that takes the total above the maximum. None of it is paid, and the
+    student's row is flagged with each reason."""
+    from nbgrader.api import Gradebook
+    copy = shutil.copytree(course, tmp_path / "course")
+    tests = [gid for gid, (kind, _) in PARTS.items() if kind == "test"]
+    raised, extra = tests[0], tests[1]
+    with Gradebook(f"sqlite:///{copy / 'gradebook.db'}", "tinytorch") as gb:
+        sub = gb.find_submission_notebook("11_embeddings", "11_embeddings", "untouched")
+        grades = {g.name: g for g in sub.grades}
+        grades[raised].auto_score = PARTS[raised][1]
+        grades[extra].extra_credit = 7
+        grades[ANSWERS[0]].manual_score, grades[ANSWERS[0]].extra_credit = 4, 100
+        gb.db.commit()
+    out = subprocess.run([CLI, "grades", "11", "--course", copy], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "1 flagged" in out.stdout, out.stdout
+    rows = {r["student"]: r for r in csv.DictReader(open(copy / "final_grades_11_embeddings.csv"))}
+    row, top = rows["untouched"], CODE_MAX + 12
+    assert row["status"] == "flagged", row
+    assert (row[raised], row[extra], row["autograded_total"]) == ("0", "0", "0"), row
+    assert row["manual_total"] == "104" and row["total"] == "104", row        # counted, but flagged for you
+    assert f"part {raised} has {PARTS[raised][1]:g} in the gradebook, not the 0 that tinytorch grade recorded" \
+        in row["details"], row["details"]
+    assert f"part {extra} has extra credit 7, refused on an autograded part" in row["details"], row["details"]
+    assert f"total 104 above the maximum {top:g}" in row["details"], row["details"]
+    assert rows["reference"]["status"] == "to grade", rows["reference"]

@@ -159,7 +159,7 @@ def cmd_grades(args) -> int:
     parts, rows = final_grades(course, args.module)
     final_out = args.out if args.format == 'final' else None
     path = write_final_grades(parts, rows, final_out or course / f"final_grades_{assignment}.csv")
-    counts = {s: sum(r['status'] == s for r in rows) for s in ('complete', 'to grade', 'to confirm', 'failed')}
+    counts = {s: sum(r['status'] == s for r in rows) for s in ('complete', 'flagged', 'to grade', 'to confirm', 'failed')}
     print(f"final grades: {path} ({len(rows)} students: " + ', '.join(f"{n} {s}" for s, n in counts.items()) + ")")
     set_late_penalties(course, assignment, {r['student']: float(r['late_penalty']) for r in rows})
     late = [f"{r['student']} -{r['late_penalty']}" for r in rows if float(r['late_penalty']) > 0]

@@ -12,13 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .assignments import run_nbgrader, write_course
-from .grade_table import StudentResult
+from .grade_table import Part, StudentResult, import_score, settle_statuses
 from .notebooks import write_nb
 
 # %% auto #0
 __all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'read_copy_grades',
-           'merge_into_gradebook', 'GradebookGuard', 'read_gradebook', 'set_late_penalties', 'gradebook_students',
-           'copy_submissions']
+           'gradebook_auto_score', 'merge_into_gradebook', 'GradebookGuard', 'read_gradebook', 'set_late_penalties',
+           'gradebook_students', 'copy_submissions']
 
 # %% ../../nbs/93c_gradebook.ipynb #courses
 def create_gradebooks(source: Path, course_dir: Path, cell_timeout: int) -> Path:
@@ -80,11 +80,21 @@ def read_copy_grades(db: Path, assignment: str, student: str) -> dict:
                 for nb in sub.notebooks for g in nb.grades}
 
 # %% ../../nbs/93c_gradebook.ipynb #merge
+def gradebook_auto_score(status: str, part: Part) -> float | None:
+    """The autograded score the master gradebook holds for `part` of `status`: the grades CSV's `score` (the safer of
+    nbgrader's and the re-check's) when it is flagged, nbgrader's otherwise."""
+    if status == 'flagged':
+        return import_score(status, part.nbgrader_points or 0.0, part.recheck_points)
+    return part.nbgrader_points
+
 def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResult, late=None):
-    """Record `result` in the master gradebook (replacing an earlier submission of the same student), with its
-    timestamp; `late` (a `LateWork`) adds the due date, the student's extension and each notebook's late penalty."""
+    """Record `result` in the master gradebook (replacing an earlier submission of the same student), each autograded
+    part at `gradebook_auto_score`: the formgrader's totals and `nbgrader export` never pay a flagged part more.
+    With its timestamp; `late` (a `LateWork`) adds the due date, the student's extension and each notebook's late
+    penalty."""
     import warnings
     from nbgrader.api import Gradebook, MissingEntry
+    statuses = result.statuses or settle_statuses(result)
     with warnings.catch_warnings(), Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}?timeout=60", 'tinytorch') as gb:
         warnings.simplefilter('ignore')   # SQLAlchemy's autoflush notices when a submission is replaced
         gb.update_or_create_student(result.student)
@@ -103,8 +113,9 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
                 part = result.parts.get(g.name)
                 if part is None:
                     continue
-                g.auto_score = None if (part.kind == 'answer' and not result.failure) else part.nbgrader_points
-                g.needs_manual_grade = part.kind == 'answer' and not result.failure
+                written = part.kind == 'answer' and not result.failure
+                g.auto_score = None if written else gradebook_auto_score(statuses[g.name][0], part)
+                g.needs_manual_grade = written
             if late is not None:
                 raw = sum(g.auto_score or 0.0 for g in nb.grades)
                 nb.late_submission_penalty = late.policy.penalty(raw, late.seconds_late(result.student, result.timestamp))

@@ -26,14 +26,15 @@ from .assignments import secret_lines
 from .errors import BadInput, MissingInput, NotReady
 from .grade_table import grades_by_student
 from .gradebook import read_gradebook, set_late_penalties
-from .late import LateWork
+from .late import LatePolicy, LateWork
 from .feedback import publish_feedback
 from .notebooks import module_number, nbgrader_fields, read_nb
 
 # %% auto #0
 __all__ = ['FORMGRADE_CONFIG', 'FORMGRADE_TEMPLATE', 'FINAL_COLUMNS', 'CourseNotGraded', 'graded_assignment',
            'with_formgrade_config', 'write_formgrade_template', 'formgrader_command', 'serve_formgrader',
-           'final_points', 'final_grades', 'write_final_grades', 'with_comments', 'regenerate_feedback']
+           'gradebook_problem', 'final_points', 'final_grades', 'write_final_grades', 'with_comments',
+           'regenerate_feedback']
 
 # %% ../../nbs/93f_manual_grading.ipynb #course
 class CourseNotGraded(MissingInput):
@@ -162,55 +163,79 @@ def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.s
                     server.kill()
 
 # %% ../../nbs/93f_manual_grading.ipynb #final
+def _recorded(row: dict, column: str = 'score') -> float:
+    return float(row[column]) if row[column] != '' else 0.0
+
+def gradebook_problem(row: dict, score: dict | None) -> str | None:
+    "Why the gradebook's entry for an autograded part can't be counted as it stands (None: it can)."
+    if row['kind'] != 'test' or row['status'] == 'failed' or score is None:
+        return None
+    if score['extra']:
+        return f"part {row['part']} has extra credit {score['extra']:g}, refused on an autograded part"
+    if score['manual'] is not None:
+        return None                                             # your decision in the formgrader
+    expected = [_recorded(row)] + ([_recorded(row, 'points')] if row['status'] == 'flagged' else [])
+    auto = score['auto'] or 0.0
+    if all(abs(auto - e) > 1e-6 for e in expected):          # a course graded before: a flagged part held nbgrader's
+        return (f"part {row['part']} has {auto:g} in the gradebook, not the {expected[0]:g} that "
+                "tinytorch grade recorded")
+    return None
+
+# %% ../../nbs/93f_manual_grading.ipynb #final-points
 def final_points(row: dict, score: dict | None) -> tuple:
     "(points or None, why) of one part; `row` from the grades CSV, `score` from the gradebook (None: absent)."
     if row['status'] == 'failed':
         return 0.0, 'failed'
     if score is None:
         return None, 'to grade'
+    if score['manual'] is not None and not 0 <= score['manual'] <= score['max']:
+        raise BadInput(f"{row['student']}: part {row['part']} has score {score['manual']:g}, outside "
+                       f"0 … {score['max']:g}; correct it in the formgrader")
+    if gradebook_problem(row, score):
+        return (score['manual'] if score['manual'] is not None else _recorded(row)), 'flagged'
     if score['manual'] is not None:
-        if not 0 <= score['manual'] <= score['max']:
-            raise BadInput(f"{row['student']}: part {row['part']} has score {score['manual']:g}, outside "
-                             f"0 … {score['max']:g}; correct it in the formgrader")
         return score['manual'] + (score['extra'] or 0), 'scored by you'
     if row['kind'] == 'answer':
         return None, 'to grade'
-    auto = (score['auto'] or 0) + (score['extra'] or 0)
-    if row['status'] == 'flagged' and float(row['score'] or 0) < auto:     # the grader's safer score for it
-        return float(row['score'] or 0), 'to confirm'
-    return auto, 'autograded'
+    if row['status'] == 'flagged' and _recorded(row) < _recorded(row, 'points'):     # the grader's safer score
+        return _recorded(row), 'to confirm'
+    return score['auto'] or 0.0, 'autograded'
 
 # %% ../../nbs/93f_manual_grading.ipynb #table
 # New columns go last. `total` is what to import: `raw_total` minus the late policy's `late_penalty`.
 FINAL_COLUMNS = ['autograded_total', 'manual_total', 'total', 'max_points', 'status', 'details', 'timestamp',
                  'seconds_late', 'raw_total', 'late_penalty']
 
+def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = LatePolicy()) -> dict:
+    row, totals, problems = {'student': student}, {'test': 0.0, 'answer': 0.0}, []
+    open_parts = {'to grade': [], 'to confirm': []}
+    for part, line in by_part.items():
+        points, why = final_points(line, scores.get(part))
+        row[part] = '' if points is None else f"{points:g}"
+        totals[line['kind']] += points or 0
+        open_parts.get(why, []).append(part)
+        problems += [gradebook_problem(line, scores.get(part))] if why == 'flagged' else []
+    total, top = totals['test'] + totals['answer'], sum(float(line['max_points']) for line in by_part.values())
+    if total > top + 1e-6:
+        problems.append(f"total {total:g} above the maximum {top:g}")
+    failure = next((line['reason'] for line in by_part.values() if line['status'] == 'failed'), None)
+    status = 'failed' if failure else 'flagged' if problems else next((k for k, v in open_parts.items() if v), 'complete')
+    details = [f"{k}: {', '.join(v)}" for k, v in open_parts.items() if v]
+    first = next(iter(by_part.values()))
+    penalty = policy.penalty(total, float(first['seconds_late']) if first.get('seconds_late') else None)
+    row.update(autograded_total=f"{totals['test']:g}", manual_total=f"{totals['answer']:g}", total=f"{total - penalty:g}",
+               max_points=f"{top:g}", status=status, details=failure or '; '.join(problems + details),
+               timestamp=first.get('timestamp', ''), seconds_late=first.get('seconds_late', ''), raw_total=f"{total:g}",
+               late_penalty=f"{penalty:g}")
+    return row
+
 def final_grades(course_dir, module) -> tuple:
     "({part: max points} in notebook order, one dict per student) for `module` in a graded course."
     course, assignment = graded_assignment(course_dir, module)
     graded, scores = grades_by_student(course / f"grades_{assignment}.csv"), read_gradebook(course, assignment)
-    policy = LateWork.load(course).policy
     parts = {p: float(r['max_points']) for p, r in next(iter(graded.values()), {}).items()}
-    rows = []
-    for student, by_part in sorted(graded.items()):
-        row, totals, open_parts = {'student': student}, {'test': 0.0, 'answer': 0.0}, {'to grade': [], 'to confirm': []}
-        for part, line in by_part.items():
-            points, why = final_points(line, scores.get(student, {}).get(part))
-            row[part] = '' if points is None else f"{points:g}"
-            totals[line['kind']] += points or 0
-            if why in open_parts:
-                open_parts[why].append(part)
-        failure = next((line['reason'] for line in by_part.values() if line['status'] == 'failed'), None)
-        status = 'failed' if failure else next((k for k, v in open_parts.items() if v), 'complete')
-        first, raw = next(iter(by_part.values())), totals['test'] + totals['answer']
-        penalty = policy.penalty(raw, float(first['seconds_late']) if first['seconds_late'] else None)
-        row.update(autograded_total=f"{totals['test']:g}", manual_total=f"{totals['answer']:g}",
-                   total=f"{raw - penalty:g}", timestamp=first['timestamp'], seconds_late=first['seconds_late'],
-                   raw_total=f"{raw:g}", late_penalty=f"{penalty:g}",
-                   max_points=f"{sum(float(line['max_points']) for line in by_part.values()):g}", status=status,
-                   details=failure or '; '.join(f"{k}: {', '.join(v)}" for k, v in open_parts.items() if v))
-        rows.append(row)
-    return parts, rows
+    policy = LateWork.load(course).policy
+    return parts, [_final_row(student, by_part, scores.get(student, {}), policy) for student, by_part in sorted(graded.items())]
 
 # %% ../../nbs/93f_manual_grading.ipynb #table-write
 def write_final_grades(parts: dict, rows: list, out) -> Path:
