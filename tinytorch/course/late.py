@@ -197,11 +197,13 @@ class LateWork:
 
 # %% ../../nbs/93j_late.ipynb #describe
 def describe_lateness(seconds_late: float | None) -> str:
-    "'on time', '3 h 5 min late', '2 d 1 h late' or 'unknown' for the run's log."
+    "'on time', '7 s late', '3 h 5 min late', '2 d 1 h late' or 'unknown' for the run's log."
     if seconds_late is None:
         return 'unknown'
     if seconds_late <= 0:
         return 'on time'
+    if seconds_late < 60:
+        return f"{math.ceil(seconds_late)} s late"
     minutes = math.ceil(seconds_late / 60)
     d, rest = divmod(minutes, 1440)
     h, m = divmod(rest, 60)
