@@ -191,6 +191,9 @@ def moodle_rows(rows: list, roster: Roster | None, column: str) -> tuple:
         notes.append(f"no email on the roster, so not in the file (Moodle maps users by email): {', '.join(no_email)}")
     if blank:
         notes.append(f"left blank (Moodle skips a blank grade): {', '.join(blank)}")
+    strangers = sorted(set(by_student) - set(students))
+    if strangers:
+        notes.append(f"not on the roster, so not in the file: {', '.join(strangers)}")
     return lines, notes
 
 # %% ../../nbs/93k_lms.ipynb #nbgrader
