@@ -135,7 +135,7 @@ def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.s
                               f"`tinytorch grade MODULE SUBMISSIONS --course {course}` first")
     missing = [pkg for module, pkg in _FORMGRADER_NEEDS.items() if importlib.util.find_spec(module) is None]
     if missing:
-        raise NotReady(f"the formgrader needs {', '.join(missing)}: pip install 'tinytorch[dev]'")
+        raise NotReady(f"the formgrader needs {', '.join(missing)}: pip install 'tinytorch[course]'")
     port, token = _check_port(ip, port), secrets.token_hex(16)
     config = course / 'nbgrader_config.py'
     config.write_text(with_formgrade_config(config.read_text()))
