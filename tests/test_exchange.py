@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -144,8 +144,11 @@ def _run_term(students: dict, base: Path) -> dict:
         for who, name in students.items():
             w.writerow([f"{who.title()}, Student", canvas_ids[who], f"S-{canvas_ids[who]}", name, "CS101 A", ""])
         w.writerow(["Absent, Dee", "5104", "S-5104", "dee", "CS101 A", ""])
+    extensions = base / "extensions.csv"
+    extensions.write_text(f"student,days\n{students['ana']},1\n")     # nothing changes for her: she was on time
     grade = tinytorch("grade", "11", course / "submitted", "--course", graded, "--nbs", ROOT / "nbs", "--jobs", "2",
-                      "--due", due.isoformat(), "--late-policy", "per-hour:10", "--roster", roster, cwd=base)
+                      "--due", due.isoformat(), "--late-policy", "per-hour:10", "--roster", roster,
+                      "--extensions", extensions, cwd=base)
     assert grade.returncode in (0, 3), f"tinytorch grade failed:\n{grade.stdout[-3000:]}{grade.stderr[-3000:]}"
     release = run_nbgrader(graded, "release_feedback", ASSIGNMENT, *exchange_args)
     fetched = {who: as_student(name, "fetch_feedback", ASSIGNMENT, *exchange_args) for who, name in students.items()}
@@ -181,7 +184,7 @@ def test_grade_grades_the_collected_layout_with_timestamps(term):
     total = sum(float(r["score"] or 0) for r in ben)
     assert total > 0 and {float(r["late_penalty"]) for r in ben} == {round(total * 0.1, 4)}, ben   # one hour begun
     assert f"{s['ben']}" in run.stdout and "point(s) off" in run.stdout, run.stdout
-    assert "on the roster with no submission: dee" in run.stdout, run.stdout
+    assert "on the roster with no submission: dee" in run.stdout and "1 extension(s)" in run.stdout, run.stdout
 
 
 def test_gradebook_has_timestamps_names_and_the_penalty(term):
@@ -193,6 +196,7 @@ def test_gradebook_has_timestamps_names_and_the_penalty(term):
         assert ben.total_seconds_late > 0 and ben.late_submission_penalty > 0, (ben.total_seconds_late,)
         ana = gb.find_submission(ASSIGNMENT, s["ana"])
         assert ana.total_seconds_late == 0 and not ana.late_submission_penalty
+        assert ana.extension == timedelta(days=1) and ana.duedate == (term["due"] + timedelta(days=1)).replace(tzinfo=None)
         assert (gb.find_student(s["carol"]).first_name, gb.find_student(s["carol"]).last_name) == ("Student", "Carol")
 
 
