@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # fourth to the other: the third is short, so the class pipeline's worker moves on to the queue as soon as it is done.
 LONGEST_FIRST = ["test_course_pipeline.py", "test_shards.py", "test_import_graph.py", "test_grading_limits.py",
                  "test_grading_sandbox.py", "test_docs_site.py", "test_student_workspace.py", "test_merged_course.py",
-                 "test_slurm_recipe.py", "test_manual_grading.py", "test_wrong_answers.py"]
+                 "test_slurm_recipe.py", "test_manual_grading.py", "test_exchange.py", "test_wrong_answers.py"]
 
 
 def pytest_collection_modifyitems(session, config, items):

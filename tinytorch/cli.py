@@ -13,9 +13,9 @@ from pathlib import Path
 from .course.errors import BadInput, MissingInput, OutputInTheWay, UsageError
 
 # %% auto #0
-__all__ = ['COMMAND_MODULES', 'DemoInputError', 'read_text_file', 'demo', 'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade',
-           'cmd_formgrade', 'cmd_grades', 'cmd_docs', 'cmd_metadata', 'cmd_grade_merge', 'available_commands',
-           'build_parser', 'main']
+__all__ = ['EXPORT_FORMATS', 'COMMAND_MODULES', 'EXTRAS', 'COMMAND_EXTRAS', 'DemoInputError', 'read_text_file', 'demo',
+           'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_formgrade', 'cmd_grades', 'cmd_docs',
+           'cmd_metadata', 'cmd_grade_merge', 'missing_extra', 'available_commands', 'build_parser', 'main']
 
 # %% ../nbs/92_cli.ipynb #demo
 class DemoInputError(BadInput):
@@ -111,14 +111,28 @@ def cmd_test(args) -> int:
     return 0 if report['parts'] and report['points'] == report['max_points'] else 1
 
 # %% ../nbs/92_cli.ipynb #cmd-grade
+def _late_work(args):
+    "The `LateWork` of `grade`'s --due, --late-policy, --late-floor and --extensions, checked before any work."
+    from tinytorch.course.late import LateWork, parse_late_policy, parse_time, read_extensions
+    policy = parse_late_policy(args.late_policy, args.late_floor)
+    due = parse_time(args.due, '--due') if args.due else None
+    if due is None and policy.kind != 'none':
+        raise BadInput(f"--late-policy {args.late_policy}: a late policy needs a due date (--due)")
+    return LateWork(due, policy, read_extensions(args.extensions, due) if args.extensions else {})
+
 def cmd_grade(args) -> int:
     from tinytorch.course.grading import grade
     from tinytorch.course.limits import parse_limits
-    limits = parse_limits(args.memory, args.processes, args.disk)      # a bad value fails before any work
+    from tinytorch.course.lms import apply_roster, read_roster
+    limits = parse_limits(args.memory, args.processes, args.disk)      # bad values fail before any work
+    late, roster = _late_work(args), read_roster(args.roster) if args.roster else None
     results, csv_path = grade(args.module, args.submissions, _nbs_dir(args.nbs),
                               _folder_to_write(args.course, '--course'), jobs=args.jobs,
                               cell_timeout=args.cell_timeout, wall_seconds=args.wall_seconds,
-                              sandbox=not args.no_sandbox, shard=args.shard, limits=limits)
+                              sandbox=not args.no_sandbox, shard=args.shard, limits=limits, late=late)
+    if roster is not None:
+        for line in apply_roster(csv_path.parent, roster, [r.student for r in results]):
+            print(line)
     troubled = [r.student for r in results if r.failure or r.flags]
     if troubled:
         print(f"{len(troubled)} submission(s) need your attention (status failed/flagged in {csv_path}): "
@@ -133,13 +147,30 @@ def cmd_formgrade(args) -> int:
 # %% ../nbs/92_cli.ipynb #course-cmds-2
 def cmd_grades(args) -> int:
     from tinytorch.course.manual_grading import final_grades, graded_assignment, regenerate_feedback, write_final_grades
+    from tinytorch.course.gradebook import set_late_penalties
+    from tinytorch.course.lms import read_roster, write_export
     course, assignment = graded_assignment(args.course, args.module)
     if args.out and not Path(args.out).parent.is_dir():
         raise MissingInput(f"--out {args.out}: no folder {Path(args.out).parent} to write it in")
+    roster = read_roster(args.roster) if args.roster else None           # a bad roster fails before any writing
+    if args.format == 'canvas' and roster is None:
+        raise BadInput("--format canvas: Canvas matches students by its own ids; pass --roster (Canvas' gradebook "
+                       "export, as downloaded, will do)")
     parts, rows = final_grades(course, args.module)
-    path = write_final_grades(parts, rows, args.out or course / f"final_grades_{assignment}.csv")
+    final_out = args.out if args.format == 'final' else None
+    path = write_final_grades(parts, rows, final_out or course / f"final_grades_{assignment}.csv")
     counts = {s: sum(r['status'] == s for r in rows) for s in ('complete', 'to grade', 'to confirm', 'flagged', 'failed')}
     print(f"final grades: {path} ({len(rows)} students: " + ', '.join(f"{n} {s}" for s, n in counts.items()) + ")")
+    set_late_penalties(course, assignment, {r['student']: float(r['late_penalty']) for r in rows})
+    late = [f"{r['student']} -{r['late_penalty']}" for r in rows if float(r['late_penalty']) > 0]
+    if late:
+        print(f"late penalties (points off each total; also in the gradebook): {', '.join(late)}")
+    if args.format != 'final':
+        export, notes = write_export(args.format, course, assignment, rows, roster, args.column,
+                                     args.out or course / f"{args.format}_grades_{assignment}.csv")
+        print(f"{args.format} export: {export}")
+        for line in notes:
+            print(f"  {line}")
     pages = regenerate_feedback(course, assignment, parts, rows)
     withheld = sorted(s for s, page in pages.items() if page is None)
     print(f"feedback: {len(pages) - len(withheld)} page(s) rewritten in {course / 'feedback'}"
@@ -202,48 +233,79 @@ _port = _int_in(0, 65535, 'a port number 0 … 65535')
 
 
 # %% ../nbs/92_cli.ipynb #main
+_NBS_HELP = "folder of the course's notebooks (default: ./nbs, or the current folder when it holds the notebook)"
+_MODULE_HELP = "the module's number, e.g. 11 (its notebook is NN_name.ipynb in --nbs)"
+
 def _add_demo(sub):
     p = sub.add_parser('demo', help="train embeddings on real text, end to end, and show what they learned")
-    p.add_argument('--steps', type=_positive_int, default=400)
-    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--steps', type=_positive_int, default=400, help="training steps (default 400; 50 is a quick look)")
+    p.add_argument('--seed', type=int, default=0, help="random seed of the run; same seed, same numbers (default 0)")
     p.add_argument('--text', metavar='FILE', help="a UTF-8 text file (default: Python's bundled documentation)")
     p.add_argument('--out', metavar='DIR', default='demo_output', help="folder for the plots (default: demo_output)")
     p.set_defaults(func=cmd_demo)
 
 def _add_release(sub):
     p = sub.add_parser('release', help="write the student version of a module's notebook")
-    p.add_argument('module'); p.add_argument('--to', default='release')
+    p.add_argument('module', help=_MODULE_HELP)
+    p.add_argument('--to', metavar='DIR', default='release', help="folder for the student notebook (default: release)")
     p.add_argument('--workspace', metavar='DIR', help="write a complete student workspace folder instead")
-    p.add_argument('--nbs'); p.add_argument('--cell-timeout', type=_positive_int, default=30)
+    p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
+    p.add_argument('--cell-timeout', type=_positive_int, default=30, metavar='SECONDS',
+                   help="seconds each cell may run when nbgrader checks the release (default 30)")
     p.set_defaults(func=cmd_release)
 
 def _add_test(sub):
     p = sub.add_parser('test', help="run the graded tests of your own notebook")
-    p.add_argument('module'); p.add_argument('--notebook'); p.add_argument('--nbs')
-    p.add_argument('--cell-timeout', type=_positive_int, default=120)
+    p.add_argument('module', help=_MODULE_HELP)
+    p.add_argument('--notebook', metavar='FILE', help="the notebook to test (default: the module's notebook in --nbs)")
+    p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
+    p.add_argument('--cell-timeout', type=_positive_int, default=120, metavar='SECONDS',
+                   help="seconds each cell may run (default 120)")
     p.set_defaults(func=cmd_test)
 
+# %% ../nbs/92_cli.ipynb #main-grade
 def _add_grade(sub):
-    p = sub.add_parser('grade', help="autograde SUBMISSIONS/<student>/<notebook>.ipynb")
-    p.add_argument('module'); p.add_argument('submissions')
-    p.add_argument('--course', help="course folder (default: next to SUBMISSIONS, named course)")
-    p.add_argument('--jobs', type=_positive_int, default=1); p.add_argument('--nbs')
-    p.add_argument('--cell-timeout', type=_positive_int, default=30)
-    p.add_argument('--wall-seconds', type=_positive_int, default=300)
+    p = sub.add_parser('grade', help="autograde SUBMISSIONS/<student>/[<assignment>/]<notebook>.ipynb")
+    p.add_argument('module', help=_MODULE_HELP)
+    p.add_argument('submissions', help="folder of student folders: nbgrader's COURSE/submitted after `nbgrader "
+                   "collect`, or SUBMISSIONS/<student>/<notebook>.ipynb")
+    p.add_argument('--course', metavar='DIR', help="course folder to write (default: next to SUBMISSIONS, named course)")
+    p.add_argument('--jobs', type=_positive_int, default=1, metavar='N', help="submissions graded at once (default 1; "
+                   "at most the number of cores)")
+    p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
+    p.add_argument('--cell-timeout', type=_positive_int, default=30, metavar='SECONDS',
+                   help="seconds each cell of a submission may run (default 30)")
+    p.add_argument('--wall-seconds', type=_positive_int, default=300, metavar='SECONDS',
+                   help="seconds one submission may take in all, nbgrader and the re-check each (default 300)")
     p.add_argument('--no-sandbox', action='store_true',
                    help="grade without the bubblewrap sandbox (student code runs with your rights; the CSV says so)")
     p.add_argument('--shard', metavar='K/N', help="grade only shard K of N, numbered 1..N (e.g. 1/4 ... 4/4); a "
                    "student's shard depends only on their id, so N runs with K = 1..N grade everyone once")
     p.add_argument('--memory', metavar='SIZE', default='2G', help="data memory per process of a submission "
                    "(e.g. 512M, 2G; off: none; default 2G)")
-    p.add_argument('--processes', metavar='N', default='512', help="processes and threads per submission (default 512)")
+    p.add_argument('--processes', metavar='N', default='512', help="processes and threads per submission "
+                   "(off: none; default 512)")
     p.add_argument('--disk', metavar='SIZE', default='1G', help="bytes a submission may write, its work folder and "
-                   "/tmp together (default 1G)")
+                   "/tmp together (e.g. 200M; off: none; default 1G)")
+    p.add_argument('--due', metavar='TIME', help="the due date, with its time zone (e.g. 2026-12-01T23:59+01:00 or "
+                   "'2026-12-01 23:59 Europe/Berlin'); default: none, nothing is late")
+    p.add_argument('--late-policy', metavar='POLICY', default='none', help="none, zero, per-day:PERCENT or "
+                   "per-hour:PERCENT of the points off per day/hour begun (e.g. per-day:10; default none)")
+    p.add_argument('--late-floor', metavar='PERCENT', type=float, default=0.0, help="with per-day/per-hour: the "
+                   "%% of its points a late submission keeps at least (e.g. 50; default 0)")
+    p.add_argument('--extensions', metavar='FILE', help="CSV of extensions: a student column (student, student_id "
+                   "or id) and one of due (a time), days or hours")
+    p.add_argument('--roster', metavar='FILE', help="class roster CSV (id, names, email, LMS ids, section) or Canvas' "
+                   "gradebook export: names in the gradebook, and who is missing")
     p.set_defaults(func=cmd_grade)
+
+# %% ../nbs/92_cli.ipynb #main-2
+EXPORT_FORMATS = ('final', 'canvas', 'moodle', 'nbgrader')
 
 def _add_grade_merge(sub):
     p = sub.add_parser('grade-merge', help="merge the grades CSVs of `grade --shard` runs into the CSV of one run")
-    p.add_argument('out', metavar='OUT.csv'); p.add_argument('shards', metavar='SHARD.csv', nargs='+')
+    p.add_argument('out', metavar='OUT.csv', help="the merged grades CSV to write")
+    p.add_argument('shards', metavar='SHARD.csv', nargs='+', help="the grades CSVs of the shards, one per shard")
     p.add_argument('--course', metavar='DIR', help="also join the shards' course folders (around each SHARD.csv) "
                    "into one new course folder DIR: one gradebook for formgrade and grades")
     p.set_defaults(func=cmd_grade_merge)
@@ -251,24 +313,34 @@ def _add_grade_merge(sub):
 def _add_formgrade(sub):
     p = sub.add_parser('formgrade', help="serve nbgrader's formgrader on a graded course (score the written answers)")
     p.add_argument('course', help="the course folder that `tinytorch grade` wrote")
-    p.add_argument('--port', type=_port, default=0, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument('--port', type=_port, default=0, help="port on 127.0.0.1 (e.g. 8123; default: a free one)")
     p.set_defaults(func=cmd_formgrade)
 
-# %% ../nbs/92_cli.ipynb #main-2
 def _add_grades(sub):
-    p = sub.add_parser('grades', help="final grades CSV and feedback after manual grading")
-    p.add_argument('module'); p.add_argument('--course', required=True, help="the course folder that `tinytorch grade` wrote")
-    p.add_argument('--out', metavar='FILE', help="default: COURSE/final_grades_<assignment>.csv")
+    p = sub.add_parser('grades', help="final grades CSV and feedback after manual grading; exports for an LMS")
+    p.add_argument('module', help=_MODULE_HELP)
+    p.add_argument('--course', required=True, metavar='DIR', help="the course folder that `tinytorch grade` wrote")
+    p.add_argument('--format', choices=EXPORT_FORMATS, default='final', help="final: one row per student, every part "
+                   "(default); canvas: Canvas' gradebook import; moodle: Moodle's CSV grade import; nbgrader: "
+                   "nbgrader's own export CSV")
+    p.add_argument('--out', metavar='FILE', help="default: COURSE/final_grades_<assignment>.csv, or "
+                   "COURSE/<format>_grades_<assignment>.csv for an export")
+    p.add_argument('--roster', metavar='FILE', help="class roster CSV or Canvas' gradebook export: names, emails and "
+                   "LMS ids for the export (canvas needs one to match students by Canvas ID)")
+    p.add_argument('--column', metavar='TITLE', help="the LMS's assignment column, e.g. 'Embeddings (1234)' for "
+                   "Canvas (default: the assignment's name, e.g. 11_embeddings)")
     p.set_defaults(func=cmd_grades)
 
 def _add_docs(sub):
     p = sub.add_parser('docs', help="build the docs site (executed notebooks, API, guides) into _docs/")
-    p.add_argument('--out', default='_docs'); p.add_argument('--nbs')
+    p.add_argument('--out', metavar='DIR', default='_docs', help="folder for the site (default: _docs)")
+    p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
     p.set_defaults(func=cmd_docs)
 
 def _add_metadata(sub):
     p = sub.add_parser('metadata', help="set nbgrader metadata from the notebooks' markers")
-    p.add_argument('--check', action='store_true'); p.add_argument('--nbs')
+    p.add_argument('--check', action='store_true', help="change nothing; exit 1 if any notebook's metadata is stale")
+    p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
     p.set_defaults(func=cmd_metadata)
 
 # %% ../nbs/92_cli.ipynb #commands
@@ -278,6 +350,22 @@ _ADD_COMMAND = {'demo': _add_demo, 'release': _add_release, 'test': _add_test, '
 # there the instructor's commands are not offered at all rather than failing on an import.
 COMMAND_MODULES = {'release': 'assignments', 'test': 'selftest', 'grade': 'grading', 'grade-merge': 'shards',
                    'formgrade': 'manual_grading', 'grades': 'manual_grading', 'docs': 'docs', 'metadata': 'assignments'}
+
+# The optional dependencies (`pip install 'tinytorch[EXTRA]'`) each command needs, as the modules it imports.
+EXTRAS = {'course': ('nbgrader', 'nbformat', 'fastcore', 'nbclient', 'nbconvert', 'ipykernel'),
+          'docs': ('nbdev', 'sphinx', 'myst_nb', 'sphinx_book_theme', 'nbclient', 'ipykernel')}
+_STUDENT_NEEDS = ('nbformat', 'fastcore', 'nbclient', 'ipykernel')
+COMMAND_EXTRAS = {'release': 'course', 'test': 'course', 'grade': 'course', 'grade-merge': 'course',
+                  'formgrade': 'course', 'grades': 'course', 'metadata': 'course', 'docs': 'docs'}
+
+def missing_extra(command: str) -> str | None:
+    "One line saying what to install when `command`'s extra is not (wholly) installed; None when it is."
+    extra = COMMAND_EXTRAS.get(command)
+    needed = _STUDENT_NEEDS if command == 'test' else EXTRAS.get(extra, ())     # a student's `test` needs no nbgrader
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
+    if not missing:
+        return None
+    return f"needs {', '.join(missing)}, not installed here: pip install 'tinytorch[{extra}]'"
 
 def available_commands() -> list:
     "The commands whose course module is installed here, in help order (`demo` needs none)."
@@ -295,6 +383,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     "Run one command; a `UsageError` is one line on stderr and exit code 2, anything else a bug with its traceback."
     args = build_parser().parse_args(argv)
+    needs = missing_extra(args.command)
+    if needs:
+        print(f"tinytorch {args.command}: {needs}", file=sys.stderr)
+        return 2
     try:
         return args.func(args) or 0
     except UsageError as e:

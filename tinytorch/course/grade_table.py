@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from .errors import BadInput, MissingInput
 
 # %% auto #0
-__all__ = ['UNSANDBOXED', 'CSV_FIELDS', 'Part', 'StudentResult', 'part_status', 'settle_statuses', 'import_score',
+__all__ = ['UNSANDBOXED', 'CSV_FIELDS', 'Part', 'StudentResult', 'part_status', 'settle_statuses', 'import_score', 'import_total',
            'write_grades_csv', 'read_grades_csv', 'grades_by_student', 'write_grading_log']
 
 # %% ../../nbs/93d_grade_table.ipynb #result
@@ -38,6 +39,9 @@ class StudentResult:
     workdir: Path | None = None
     sandboxed: bool = True                         # False: graded with --no-sandbox
     statuses: dict = field(default_factory=dict)   # grade_id -> (status, reason): `settle_statuses`
+    timestamp: datetime | None = None              # when it was handed in (nbgrader's timestamp.txt), UTC
+    seconds_late: float | None = None              # after the student's due date; None: no due date or no timestamp
+    late_penalty: float = 0.0                      # points taken off the submission's score for lateness
 
     @property
     def points(self) -> float: return sum(p.nbgrader_points or 0 for p in self.parts.values())
@@ -86,13 +90,22 @@ def import_score(status: str, points: float | None, recheck: float | None) -> fl
         return min(points, 0.0 if recheck is None else recheck)
     return None
 
+def import_total(result: StudentResult) -> float:
+    "The submission's points as its `score` column adds up (a part with nothing to import yet counts 0)."
+    statuses = result.statuses or settle_statuses(result)
+    return sum(import_score(statuses[gid][0], None if statuses[gid][0] == 'needs manual grading' else p.nbgrader_points,
+                            p.recheck_points) or 0.0 for gid, p in result.parts.items())
+
 # %% ../../nbs/93d_grade_table.ipynb #write-csv
 def _points_text(value: float | None) -> str:
     return '' if value is None else f"{value:g}"
 
 # New columns go last: readers of the earlier columns by position keep working.
 CSV_FIELDS = ['student', 'part', 'kind', 'points', 'max_points', 'recheck_points', 'status', 'reason',
-              'assignment', 'score']
+              'assignment', 'score', 'timestamp', 'seconds_late', 'late_penalty']
+
+def _time_text(when: datetime | None) -> str:
+    return '' if when is None else when.isoformat(sep=' ')
 
 def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
     "One row per student and part, students in the order of `results`, parts in the notebook's order."
@@ -107,11 +120,14 @@ def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
                 w.writerow({'student': r.student, 'part': gid, 'kind': p.kind, 'points': _points_text(points),
                             'max_points': _points_text(p.max_points), 'recheck_points': _points_text(p.recheck_points),
                             'status': status, 'reason': reason, 'assignment': assignment,
-                            'score': _points_text(import_score(status, points, p.recheck_points))})
+                            'score': _points_text(import_score(status, points, p.recheck_points)),
+                            'timestamp': _time_text(r.timestamp), 'seconds_late': _points_text(r.seconds_late),
+                            'late_penalty': _points_text(r.late_penalty)})
     return path
 
 # %% ../../nbs/93d_grade_table.ipynb #read-csv
 _BEFORE_SCORE = CSV_FIELDS[:CSV_FIELDS.index('score')]      # the columns of a CSV written before `score` existed
+_BEFORE_LATE = CSV_FIELDS[:CSV_FIELDS.index('timestamp')]   # ... before the late-work columns
 _RENAMED = {'second_channel_points': 'recheck_points'}       # a column's earlier name -> its name today
 
 def _points_value(text: str, where: str) -> float | None:
@@ -123,11 +139,11 @@ def _points_value(text: str, where: str) -> float | None:
 def _with_score(row: dict, where: str) -> dict:
     "A row of a CSV written before the `score` column, with the score the grader writes today."
     score = import_score(row['status'], _points_value(row['points'], where), _points_value(row['recheck_points'], where))
-    return {**row, 'score': '' if score is None else f"{score:g}"}
+    return {**row, 'score': '' if score is None else f"{score:g}", 'timestamp': '', 'seconds_late': '', 'late_penalty': '0'}
 
 def read_grades_csv(path) -> list:
     """The rows of one grades CSV as dicts with today's columns (a CSV from before the `score` column gets its scores
-    filled in, an earlier column name is read as today's);
+    filled in, one from before the late-work columns reads as on time, an earlier column name is read as today's);
     MissingInput or BadInput naming the file when it isn't one."""
     path = Path(path)
     if not path.exists():
@@ -138,7 +154,7 @@ def read_grades_csv(path) -> list:
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise BadInput(f"{path}: can't be read as a grades CSV ({type(e).__name__}: {e})") from None
     header = [_RENAMED.get(c, c) for c in lines[0]] if lines else None      # earlier names read as today's
-    if header not in (CSV_FIELDS, _BEFORE_SCORE):
+    if header not in (CSV_FIELDS, _BEFORE_LATE, _BEFORE_SCORE):
         missing = [c for c in CSV_FIELDS if c not in (header or [])]
         raise BadInput(f"{path}: columns {lines[0] if lines else 'an empty file'} don't match the grades CSV's {CSV_FIELDS}"
                          + (f" (missing: {', '.join(missing)})" if header and missing else ''))
@@ -148,6 +164,8 @@ def read_grades_csv(path) -> list:
     rows = [dict(zip(header, line)) for line in lines[1:]]
     if header == CSV_FIELDS:
         return rows
+    if header == _BEFORE_LATE:
+        return [{**row, 'timestamp': '', 'seconds_late': '', 'late_penalty': '0'} for row in rows]
     return [_with_score(row, f"{path} row {number}") for number, row in enumerate(rows, start=1)]
 
 def grades_by_student(path: Path) -> dict:

@@ -17,8 +17,8 @@ from .notebooks import write_nb
 
 # %% auto #0
 __all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'read_copy_grades',
-           'gradebook_auto_score', 'merge_into_gradebook', 'GradebookGuard', 'read_gradebook', 'gradebook_students',
-           'copy_submissions']
+           'gradebook_auto_score', 'merge_into_gradebook', 'GradebookGuard', 'read_gradebook', 'set_late_penalties',
+           'gradebook_students', 'copy_submissions']
 
 # %% ../../nbs/93c_gradebook.ipynb #courses
 def create_gradebooks(source: Path, course_dir: Path, cell_timeout: int) -> Path:
@@ -87,9 +87,11 @@ def gradebook_auto_score(status: str, part: Part) -> float | None:
         return import_score(status, part.nbgrader_points or 0.0, part.recheck_points)
     return part.nbgrader_points
 
-def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResult):
+def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResult, late=None):
     """Record `result` in the master gradebook (replacing an earlier submission of the same student), each autograded
-    part at `gradebook_auto_score`: the formgrader's totals and `nbgrader export` never pay a flagged part more."""
+    part at `gradebook_auto_score`: the formgrader's totals and `nbgrader export` never pay a flagged part more.
+    With its timestamp; `late` (a `LateWork`) adds the due date, the student's extension and each notebook's late
+    penalty."""
     import warnings
     from nbgrader.api import Gradebook, MissingEntry
     statuses = result.statuses or settle_statuses(result)
@@ -100,7 +102,12 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
             gb.remove_submission(assignment, result.student)
         except MissingEntry:
             pass
-        sub = gb.add_submission(assignment, result.student)
+        if late is not None and late.due is not None:      # nbgrader keeps times as naive UTC
+            gb.update_or_create_assignment(assignment, duedate=late.due.replace(tzinfo=None))
+        sub = gb.add_submission(assignment, result.student,
+                                **({'timestamp': result.timestamp} if result.timestamp is not None else {}))
+        if late is not None and late.extensions.get(result.student):
+            sub.extension = late.extensions[result.student]
         for nb in sub.notebooks:
             for g in nb.grades:
                 part = result.parts.get(g.name)
@@ -109,6 +116,9 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
                 written = part.kind == 'answer' and not result.failure
                 g.auto_score = None if written else gradebook_auto_score(statuses[g.name][0], part)
                 g.needs_manual_grade = written
+            if late is not None:
+                raw = sum(g.auto_score or 0.0 for g in nb.grades)
+                nb.late_submission_penalty = late.policy.penalty(raw, late.seconds_late(result.student, result.timestamp))
         gb.db.commit()
 
 # %% ../../nbs/93c_gradebook.ipynb #guard
@@ -150,6 +160,20 @@ def read_gradebook(course: Path, assignment: str) -> dict:
                     parts[g.name] = {'auto': g.auto_score, 'manual': g.manual_score, 'extra': g.extra_credit,
                                      'max': g.max_score, 'comment': comments.get(g.name)}
     return scores
+
+# %% ../../nbs/93c_gradebook.ipynb #late-penalties
+def set_late_penalties(course: Path, assignment: str, penalties: dict):
+    """Each submitted notebook's `late_submission_penalty` in the master gradebook, from student -> points: nbgrader's
+    own views (its CSV export, `score` minus penalty) then say what the final grades say."""
+    import warnings
+    from nbgrader.api import Gradebook
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{course / 'gradebook.db'}?timeout=60", 'tinytorch') as gb:
+        warnings.simplefilter('ignore')
+        for sub in gb.assignment_submissions(assignment):
+            if sub.student_id in penalties:
+                for nb in sub.notebooks:
+                    nb.late_submission_penalty = penalties[sub.student_id]
+        gb.db.commit()
 
 # %% ../../nbs/93c_gradebook.ipynb #copy-subs
 def gradebook_students(db: Path, assignment: str) -> list:

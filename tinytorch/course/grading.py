@@ -13,17 +13,19 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from .assignments import graded_parts, secret_lines
 from .errors import BadInput, MissingInput
 from .feedback import publish_feedback
+from .late import LateWork, describe_lateness, read_timestamp
 from tinytorch.course.limits import (
     Limits, describe_limits, describe_usage, enforced, limit_hits, limit_kind, limit_reason,
 )
 from tinytorch.course.grade_table import (
-    UNSANDBOXED, Part, StudentResult, settle_statuses, write_grades_csv, write_grading_log,
+    UNSANDBOXED, Part, StudentResult, import_total, settle_statuses, write_grades_csv, write_grading_log,
 )
 from tinytorch.course.gradebook import (
     GradebookGuard, autograde_command, autograded_path, create_gradebooks, merge_into_gradebook, read_copy_grades,
@@ -40,7 +42,7 @@ from .shards import parse_shard, select_shard
 
 # %% auto #0
 __all__ = ['repair_submission', 'exported_source', 'recheck_submission', 'GradingSetup', 'empty_parts', 'grade_one',
-           'write_feedback', 'find_submissions', 'set_up_grading', 'grade']
+           'write_feedback', 'Found', 'find_submissions', 'set_up_grading', 'grade']
 
 # %% ../../nbs/93_grading.ipynb #check
 def _graded_ids(nb: dict) -> dict:
@@ -138,6 +140,7 @@ class GradingSetup:
     wall_seconds: float = 300
     sandbox: Sandbox | None = None   # None: --no-sandbox
     limits: Limits = Limits(None, None, None)   # what each run may use (the ones that hold here)
+    late: LateWork = field(default_factory=LateWork)   # due date, extensions, late policy
 
 # %% ../../nbs/93_grading.ipynb #parts
 def empty_parts(source: dict) -> dict:
@@ -151,12 +154,12 @@ def _unran_graded_cells(autograded: Path) -> list:
             if c['cell_type'] == 'code' and (c['metadata'].get('nbgrader') or {}).get('grade')
             and c.get('execution_count') is None]
 
-def _read_submission(path: Path) -> dict:
-    "The submission as a notebook dict; RuntimeError when it is not one."
+def _read_submission(path: Path, shown: str | None = None) -> dict:
+    "The submission as a notebook dict; RuntimeError naming it as `shown` (default: its file name) when it is not one."
     try:
         return read_nb(path)
     except (NotebookError, UnicodeDecodeError, OSError):
-        raise RuntimeError(f"{path.name} is not a readable notebook") from None
+        raise RuntimeError(f"{shown or path.name} is not a readable notebook") from None
 
 # %% ../../nbs/93_grading.ipynb #checks-recheck
 def _apply_recheck(result: StudentResult, verdicts: RecheckResult):
@@ -225,8 +228,10 @@ def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path
     return autograded
 
 # %% ../../nbs/93_grading.ipynb #one
-def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, uid: int | None = None) -> StudentResult:
-    "Check, grade (twice) and post-check one student's submission in a private temporary copy (as `uid` when given)."
+def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, uid: int | None = None,
+              shown: str | None = None) -> StudentResult:
+    """Check, grade (twice) and post-check one student's submission in a private temporary copy (as `uid` when given);
+    `shown` is how a reason names the notebook (the path the instructor knows, not the grader's copy)."""
     start, result = time.perf_counter(), StudentResult(student, sandboxed=setup.sandbox is not None)
     source = setup.source
     result.parts = empty_parts(source)
@@ -236,7 +241,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, u
     try:
         if submission_path is None or not submission_path.exists():
             raise RuntimeError(f"no submission found (expected {setup.notebook.name})")
-        submission, result.flags = repair_submission(_read_submission(submission_path), source)
+        submission, result.flags = repair_submission(_read_submission(submission_path, shown), source)
         nbgrader_dir, recheck_dir = work / 'nbgrader', work / 'recheck'
         nbgrader_dir.mkdir(); recheck_dir.mkdir()
         result.autograded = _autograde(setup, student, submission, nbgrader_dir, uid, result)
@@ -269,16 +274,56 @@ def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: s
         rows.append(f"| `{gid}` | {shown} / {p.max_points:g} | {status} |")
     header = (f"# Feedback: {assignment}, {result.student}\n\n**Autograded: {result.points:g} / "
               f"{sum(p.max_points for p in result.parts.values() if p.kind == 'test'):g} points.** "
-              "Written answers are graded by your instructor.\n\n" + '\n'.join(rows))
+              "Written answers are graded by your instructor."
+              + (f" Handed in {describe_lateness(result.seconds_late)}: {result.late_penalty:g} point(s) off for "
+                 "lateness." if result.seconds_late else '') + "\n\n" + '\n'.join(rows))
     return publish_feedback(nb, header, dest, hidden)
 
 # %% ../../nbs/93_grading.ipynb #find
-_STUDENT_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$')
+# A student id is a folder name, an argument of nbgrader's command line and (on an exchange) a Unix user name.
+# nbgrader refuses '+' (its exchange's separator) and '*'; also refused: path separators, a leading '.' or '-'
+# (hidden files, '..', options), whitespace, quotes, shell and glob characters, ':' (passwd's separator), non-ASCII.
+_STUDENT_ID = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$')
 
-def find_submissions(submissions_dir, notebook_name: str) -> list:
-    "[(student, path or None)] for each folder in `submissions_dir`, sorted by student."
+class Found(NamedTuple):
+    "One student folder of a submissions folder, as `find_submissions` read it."
+    student: str
+    path: Path | None              # the notebook to grade; None: nothing to grade (`problem` says why)
+    shown: str                     # how the instructor knows that notebook, e.g. alice/11_embeddings/11_embeddings.ipynb
+    folder: Path | None = None     # nbgrader's collected folder (timestamp.txt, submission_secret.txt); None: flat layout
+    problem: str | None = None     # why nothing is graded
+    notes: tuple = ()              # flags for a graded submission
+
+# %% ../../nbs/93_grading.ipynb #find-one
+def _notebooks(folder: Path) -> list:
+    return sorted(p.name for p in folder.glob('*.ipynb') if not p.name.startswith('.'))
+
+def _find_one(student_dir: Path, notebook_name: str, assignment: str) -> Found:
+    "What `student_dir` holds: `<assignment>/<notebook>` (nbgrader's collected layout) or `<notebook>`."
+    s, flat, nested = student_dir.name, student_dir / notebook_name, student_dir / assignment
+    if flat.exists() and (nested / notebook_name).exists():
+        return Found(s, None, f"{s}/{notebook_name}", nested, f"two submissions, {s}/{notebook_name} and "
+                     f"{s}/{assignment}/{notebook_name}: keep one")
+    where, shown_dir = (nested, f"{s}/{assignment}") if nested.is_dir() else (student_dir, s)
+    chosen, folder = where / notebook_name, nested if nested.is_dir() else None
+    others = [n for n in _notebooks(where) if n != notebook_name]
+    shown = f"{shown_dir}/{notebook_name}"
+    if chosen.is_symlink() or (chosen.exists() and not chosen.is_file()):
+        return Found(s, None, shown, folder, f"{shown} is not a regular file")
+    if not chosen.exists():
+        if others:
+            return Found(s, None, shown, folder, f"no {notebook_name} in {shown_dir}/, which holds "
+                         f"{', '.join(others)}: rename the one to grade")
+        return Found(s, None, shown, folder, f"no submission found (expected {s}/{assignment}/{notebook_name} "
+                     f"or {s}/{notebook_name})")
+    notes = (f"{shown_dir}/ also holds {', '.join(others)}; only {notebook_name} was graded",) if others else ()
+    return Found(s, chosen, shown, folder, None, notes)
+
+def find_submissions(submissions_dir, notebook_name: str, assignment: str | None = None) -> list:
+    "A `Found` for each student folder in `submissions_dir`, sorted by student."
+    assignment = assignment or Path(notebook_name).stem
     folders = sorted(p for p in Path(submissions_dir).iterdir() if p.is_dir() and not p.name.startswith('.'))
-    return [(p.name, p / notebook_name if (p / notebook_name).exists() else None) for p in folders]
+    return [_find_one(p, notebook_name, assignment) for p in folders]
 
 # %% ../../nbs/93_grading.ipynb #find-module
 def _default_exp(nb: dict, name: str) -> str:
@@ -319,8 +364,9 @@ def set_up_grading(module, nbs_dir, course_dir, level: str, cell_timeout: int = 
                         wall_seconds, box)
 
 # %% ../../nbs/93_grading.ipynb #collect
-def _publish(setup: GradingSetup, course_dir: Path, result: StudentResult, hidden: set):
-    "Copy the autograded notebook into the master course, write feedback free of `hidden` lines, drop the work folder."
+def _publish(setup: GradingSetup, course_dir: Path, result: StudentResult, hidden: set, found=None):
+    """Copy the autograded notebook into the master course, write feedback free of `hidden` lines (with the collected
+    submission's timestamp.txt and submission_secret.txt, as `nbgrader release_feedback` needs), drop the work folder."""
     if result.autograded is not None and result.autograded.exists():
         dest = course_dir / 'autograded' / result.student / setup.assignment / result.autograded.name
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -334,6 +380,9 @@ def _publish(setup: GradingSetup, course_dir: Path, result: StudentResult, hidde
             settle_statuses(result)                    # the new flag changes the parts' status
         else:
             result.feedback = page
+            for name in _EXCHANGE_FILES if found is not None and found.folder is not None else ():
+                if (found.folder / name).is_file():
+                    shutil.copy(found.folder / name, page.parent / name)
     else:
         result.autograded = None
     if result.workdir is not None:
@@ -341,19 +390,27 @@ def _publish(setup: GradingSetup, course_dir: Path, result: StudentResult, hidde
         result.workdir = None
 
 # %% ../../nbs/93_grading.ipynb #collect-snapshot
+_EXCHANGE_FILES = ('timestamp.txt', 'submission_secret.txt')   # what nbgrader's release_feedback reads back
+
 def _snapshot_submissions(subs: list, folder: Path) -> list:
-    "Copy every submission into a root-only folder first: a submission graded early can't delete a later one."
+    """Copy every submission (with its exchange files) into a root-only folder first: a submission graded early
+    can't change a later one. Returns `subs` with each path (and collected folder) pointing at its copy."""
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(mode=0o700)
     out = []
-    for student, path in subs:
-        if path is None:
-            out.append((student, None))
+    for found in subs:
+        if found.path is None:
+            out.append(found)
             continue
-        dest = folder / f"{len(out):04d}.ipynb"
-        shutil.copy(path, dest)
-        out.append((student, dest))
+        dest = folder / f"{len(out):04d}"
+        dest.mkdir()
+        shutil.copy(found.path, dest / found.path.name)
+        for name in _EXCHANGE_FILES if found.folder is not None else ():
+            src = found.folder / name
+            if src.is_file() and not src.is_symlink() and src.stat().st_size <= 4096:
+                shutil.copy(src, dest / name)
+        out.append(found._replace(path=dest / found.path.name, folder=dest if found.folder is not None else None))
     return out
 
 # %% ../../nbs/93_grading.ipynb #grade-all
@@ -369,7 +426,8 @@ def _isolation_text(level: str) -> str:
 def _result_line(r: StudentResult) -> str:
     "One student's line in the run's log."
     status = 'FAILED' if r.failure else ('FLAGGED' if r.flags else 'ok')
-    return (f"  {r.student:<20} {r.points:6g}/{r.max_points:<6g} {status:<8} {r.seconds:5.1f} s"
+    late = f"  {describe_lateness(r.seconds_late)}, {r.late_penalty:g} point(s) off" if r.seconds_late else ''
+    return (f"  {r.student:<20} {r.points:6g}/{r.max_points:<6g} {status:<8} {r.seconds:5.1f} s{late}"
             + (f"  {r.failure or '; '.join(r.flags)}" if (r.failure or r.flags) else ''))
 
 # %% ../../nbs/93_grading.ipynb #grade-all-run
@@ -379,19 +437,24 @@ def _grade_all(setup: GradingSetup, subs: list, course_dir: Path, jobs: int, log
     with claimed_uids(jobs) if setup.level == 'sandbox+uid' else nullcontext([None] * jobs) as uids:
         return _grade_in_slots(setup, subs, course_dir, uids, log)
 
+def _refused(setup: GradingSetup, found: Found) -> StudentResult | None:
+    "The failed result of a folder with nothing to grade (or not a student id); None when it can be graded."
+    why = (f"folder name {found.student!r} is not a valid student id" if not _STUDENT_ID.match(found.student)
+           else found.problem)
+    return why and StudentResult(found.student, empty_parts(setup.source), failure=why, sandboxed=setup.sandbox is not None)
+
 def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: list, log) -> list:
     slots = queue.Queue()                                   # the user id each free slot grades as (None: no uid)
     for uid in uids:
         slots.put(uid)
 
-    def work(item):
-        student, path = item
-        if not _STUDENT_ID.match(student):
-            return StudentResult(student, empty_parts(setup.source), failure=f"folder name {student!r} is not a "
-                                 "valid student id", sandboxed=setup.sandbox is not None)
+    def work(found: Found):
+        refused = _refused(setup, found)
+        if refused:
+            return refused
         uid = slots.get()
         try:
-            return grade_one(setup, student, path, uid)
+            return grade_one(setup, found.student, found.path, uid, shown=found.shown)
         finally:
             slots.put(uid)
 
@@ -399,32 +462,53 @@ def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: lis
     hidden = secret_lines(setup.source, solutions=False)     # what feedback must never show
     guard = GradebookGuard(course_dir / 'gradebook.db')
     with ThreadPoolExecutor(max_workers=len(uids)) as pool:
-        for r in pool.map(work, subs):
+        for found, r in zip(subs, pool.map(work, subs)):
             guard.check(r)
+            if not r.failure:
+                r.flags.extend(found.notes)
+                _record_lateness(setup.late, found, r)
             settle_statuses(r)
-            _publish(setup, course_dir, r, hidden)
+            _publish(setup, course_dir, r, hidden, found)
             if _STUDENT_ID.match(r.student):
-                merge_into_gradebook(course_dir, setup.assignment, r)
+                merge_into_gradebook(course_dir, setup.assignment, r, setup.late)
             guard.accept()
             log(_result_line(r))
             results.append(r)
     return results
 
+# %% ../../nbs/93_grading.ipynb #late-record
+def _record_lateness(late: LateWork, found: Found, result: StudentResult):
+    "The submission's timestamp, seconds late and late penalty on `result`; a timestamp that is needed and can't be had is flagged."
+    folder = found.folder
+    when, problem = read_timestamp(folder, found.shown.rsplit('/', 1)[0]) if folder is not None else (None, None)
+    result.timestamp = when
+    if problem and (late.due is not None or not problem.endswith('is missing')):
+        result.flags.append(f"{problem}: lateness unknown, no late penalty applied")
+    elif folder is None and late.due is not None:
+        result.flags.append(f"{found.shown} has no timestamp (not collected from nbgrader's exchange): lateness "
+                            "unknown, no late penalty applied")
+    result.seconds_late = late.seconds_late(result.student, when)
+    settle_statuses(result)
+    result.late_penalty = late.policy.penalty(import_total(result), result.seconds_late)
+
 # %% ../../nbs/93_grading.ipynb #batch
 def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1, cell_timeout: int = 30,
-          wall_seconds: float = 300, sandbox: bool = True, log=print, shard=None, limits: Limits | None = None) -> tuple:
+          wall_seconds: float = 300, sandbox: bool = True, log=print, shard=None, limits: Limits | None = None,
+          late: LateWork | None = None) -> tuple:
     """Grade every submission (with `shard='K/N'`, only shard K of N's); returns (results, path of the grades
     CSV). Raises `SandboxUnavailable`, before anything is written, when no sandbox can be had and `sandbox` is True.
-    `limits` (default `Limits()`) caps what each submission may use; a limit that can't hold here is logged in one line."""
+    `limits` (default `Limits()`) caps what each submission may use; a limit that can't hold here is logged in one line.
+    `late` (default: no due date) is the due date, extensions and late policy, kept as COURSE/late_work.json."""
     shard = parse_shard(shard) if shard is not None else None     # a bad value fails before any work
     submissions_dir = Path(submissions_dir)
     if not submissions_dir.is_dir():
-        raise MissingInput(f"{submissions_dir}: no such folder (expected SUBMISSIONS/<student>/<notebook>.ipynb)")
+        raise MissingInput(f"{submissions_dir}: no such folder (expected SUBMISSIONS/<student>/<notebook>.ipynb or "
+                           "nbgrader's collected SUBMISSIONS/<student>/<assignment>/<notebook>.ipynb)")
     course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
     level = isolation_level(sandbox)
     held, cannot = enforced(Limits() if limits is None else limits, level)
     setup = set_up_grading(module, nbs_dir, course_dir, level, cell_timeout, wall_seconds, hide=(submissions_dir,))
-    setup.limits = held
+    setup.limits, setup.late = held, late or LateWork()
     try:
         found = find_submissions(submissions_dir, setup.notebook.name)
         if not found:
@@ -439,6 +523,8 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
         log(f"limits per submission: {describe_limits(held)}")
         for line in cannot:
             log(line)
+        _log_late_work(setup.late, found, log)
+        setup.late.save(course_dir)
         results = _grade_all(setup, subs, course_dir, jobs, log)
     finally:                                   # also when grading stops early
         shutil.rmtree(setup.work_root, ignore_errors=True)
@@ -446,3 +532,15 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
     log_path = write_grading_log(results, course_dir / f'grades_{setup.assignment}.log', setup.assignment)
     log(f"grades: {csv_path} (import the score column; every flag in full: {log_path.name})")
     return results, csv_path
+
+# %% ../../nbs/93_grading.ipynb #batch-late-log
+def _log_late_work(late: LateWork, found: list, log):
+    "The run's due date and policy in one line; extensions for students with no folder here are named."
+    if late.due is None:
+        log("due date: none (nothing is late)")
+        return
+    log(f"due {late.due:%Y-%m-%d %H:%M} UTC; late policy: {late.policy.describe()}; "
+        f"{len(late.extensions)} extension(s)")
+    strangers = sorted(set(late.extensions) - {f.student for f in found})
+    if strangers:
+        log(f"extensions for students with no folder in the submissions: {', '.join(strangers)}")

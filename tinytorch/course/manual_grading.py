@@ -25,7 +25,8 @@ from pathlib import Path
 from .assignments import secret_lines
 from .errors import BadInput, MissingInput, NotReady
 from .grade_table import grades_by_student
-from .gradebook import read_gradebook
+from .gradebook import read_gradebook, set_late_penalties
+from .late import LatePolicy, LateWork
 from .feedback import publish_feedback
 from .formgrade_guard import NONCE_VARIABLE
 from .notebooks import module_number, nbgrader_fields, read_nb
@@ -234,7 +235,7 @@ def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.s
                               f"`tinytorch grade MODULE SUBMISSIONS --course {course}` first")
     missing = [pkg for module, pkg in _FORMGRADER_NEEDS.items() if importlib.util.find_spec(module) is None]
     if missing:
-        raise NotReady(f"the formgrader needs {', '.join(missing)}: pip install 'tinytorch[dev]'")
+        raise NotReady(f"the formgrader needs {', '.join(missing)}: pip install 'tinytorch[course]'")
     port, token, nonce = _check_port(ip, port), secrets.token_hex(16), secrets.token_hex(16)
     config = course / 'nbgrader_config.py'
     config.write_text(with_formgrade_config(config.read_text()))
@@ -303,9 +304,11 @@ def final_points(row: dict, score: dict | None) -> tuple:
     return score['auto'] or 0.0, 'autograded'
 
 # %% ../../nbs/93f_manual_grading.ipynb #table
-FINAL_COLUMNS = ['autograded_total', 'manual_total', 'total', 'max_points', 'status', 'details']
+# New columns go last. `total` is what to import: `raw_total` minus the late policy's `late_penalty`.
+FINAL_COLUMNS = ['autograded_total', 'manual_total', 'total', 'max_points', 'status', 'details', 'timestamp',
+                 'seconds_late', 'raw_total', 'late_penalty']
 
-def _final_row(student: str, by_part: dict, scores: dict) -> dict:
+def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = LatePolicy()) -> dict:
     row, totals, problems = {'student': student}, {'test': 0.0, 'answer': 0.0}, []
     open_parts = {'to grade': [], 'to confirm': []}
     for part, line in by_part.items():
@@ -320,8 +323,12 @@ def _final_row(student: str, by_part: dict, scores: dict) -> dict:
     failure = next((line['reason'] for line in by_part.values() if line['status'] == 'failed'), None)
     status = 'failed' if failure else 'flagged' if problems else next((k for k, v in open_parts.items() if v), 'complete')
     details = [f"{k}: {', '.join(v)}" for k, v in open_parts.items() if v]
-    row.update(autograded_total=f"{totals['test']:g}", manual_total=f"{totals['answer']:g}", total=f"{total:g}",
-               max_points=f"{top:g}", status=status, details=failure or '; '.join(problems + details))
+    first = next(iter(by_part.values()))
+    penalty = policy.penalty(total, float(first['seconds_late']) if first.get('seconds_late') else None)
+    row.update(autograded_total=f"{totals['test']:g}", manual_total=f"{totals['answer']:g}", total=f"{total - penalty:g}",
+               max_points=f"{top:g}", status=status, details=failure or '; '.join(problems + details),
+               timestamp=first.get('timestamp', ''), seconds_late=first.get('seconds_late', ''), raw_total=f"{total:g}",
+               late_penalty=f"{penalty:g}")
     return row
 
 def final_grades(course_dir, module) -> tuple:
@@ -329,7 +336,8 @@ def final_grades(course_dir, module) -> tuple:
     course, assignment = graded_assignment(course_dir, module)
     graded, scores = grades_by_student(course / f"grades_{assignment}.csv"), read_gradebook(course, assignment)
     parts = {p: float(r['max_points']) for p, r in next(iter(graded.values()), {}).items()}
-    return parts, [_final_row(student, by_part, scores.get(student, {})) for student, by_part in sorted(graded.items())]
+    policy = LateWork.load(course).policy
+    return parts, [_final_row(student, by_part, scores.get(student, {}), policy) for student, by_part in sorted(graded.items())]
 
 # %% ../../nbs/93f_manual_grading.ipynb #table-write
 def write_final_grades(parts: dict, rows: list, out) -> Path:
@@ -352,7 +360,9 @@ def _comment_cell(grade_id: str, text: str) -> dict:
 def _feedback_header(assignment: str, row: dict, parts: dict) -> str:
     lines = [f"# Feedback: {assignment}, {row['student']}", '',
              f"**Total: {row['total']} / {row['max_points']} points** ({row['status']}"
-             + (f": {row['details']}" if row['details'] else '') + ").", '', '| part | points |', '|---|---|']
+             + (f": {row['details']}" if row['details'] else '') + ")."
+             + (f" Handed in late: {row['late_penalty']} point(s) off {row['raw_total']}." if float(row.get('late_penalty') or 0) else ''),
+             '', '| part | points |', '|---|---|']
     return '\n'.join(lines + [f"| `{p}` | {row[p] or '–'} / {top:g} |" for p, top in parts.items()])
 
 # %% ../../nbs/93f_manual_grading.ipynb #feedback-comments

@@ -149,6 +149,11 @@ def _check_courses(courses: list, assignment: str, csv_paths: list):
         if _files(course / 'source' / assignment) != first:
             raise BadInput(f"{courses[0]} and {course} were graded from different source notebooks: "
                            "they can't be merged into one course")
+    late = [(c / 'late_work.json').read_bytes() if (c / 'late_work.json').exists() else None for c in courses]
+    for course, rule in zip(courses[1:], late[1:]):
+        if rule != late[0]:
+            raise BadInput(f"{courses[0]} and {course} were graded with different due dates, extensions or late "
+                           "policies (late_work.json): grade every shard with the same --due, --late-policy and --extensions")
     owner = {}
     for course, csv_path in zip(courses, csv_paths):
         held = gradebook_students(course / 'gradebook.db', assignment)
@@ -195,6 +200,8 @@ def merge_courses(dest, csv_paths: list, rows: list) -> Path:
         shutil.copy(courses[0] / 'nbgrader_config.py', tmp)
         shutil.copy(courses[0] / 'gradebook.db', tmp)
         shutil.copytree(courses[0] / 'source', tmp / 'source')
+        if (courses[0] / 'late_work.json').exists():                  # the same in every shard (`_check_courses`)
+            shutil.copy(courses[0] / 'late_work.json', tmp)
         for course in courses[1:]:
             copy_submissions(course / 'gradebook.db', tmp / 'gradebook.db', assignment)
         for course in courses:
