@@ -6,10 +6,13 @@ a line of a solution region, a hidden test or an instructor note, nor a notebook
 loads with no console error and no failed request, every image has loaded and has alt text, every
 internal link (and its #fragment) resolves, every page can be reached by navigation; the embeddings
 page shows the positional-encoding heatmap and the `Embedding` API entry; site search works, and
-finds nothing for words that only occur inside module 11's solution regions.
+finds nothing for words that only occur inside module 11's solution regions. The sidebar leads to every
+part (Lesson, Guides, Internals: the executed tooling notebooks, Performance and API), the home page holds
+the README's sections for each reader (included, not copied), and docs/cli.md is what the `tinytorch`
+command's own argument parser gives today.
 
 With CI=true a missing chromium, Playwright or Sphinx is a failure; elsewhere those tests skip and
-say why. A screenshot of the embeddings page is kept in .artifacts/docs/ (git-ignored).
+say why. Screenshots of the embeddings page and of the navigation are kept in .artifacts/docs/ (git-ignored).
 """
 import html
 import http.server
@@ -128,6 +131,12 @@ def _text(path):
     return " ".join(html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8"))).replace("\u2019", "'").split())
 
 
+def _article(path):
+    "The HTML of a page's article, without the navigation around it."
+    text = path.read_text(encoding="utf-8")
+    return text[text.index('<article class="bd-article"'):text.index("</article>")]
+
+
 def _tooling_notebooks():
     "Stems of the notebooks that export a module outside `core`: the course tooling, the Internals pages."
     stems = []
@@ -212,6 +221,8 @@ def test_cli_page_lists_every_command_and_option(site):
     import argparse
     from tinytorch.cli import build_parser
     page = _text(site["dir"] / "cli.html")
+    rows = "".join(re.findall(r'<td><p><code[^>]*>(<span class="pre">[^<]*</span>)</code></p></td>',
+                              (site["dir"] / "cli.html").read_text(encoding="utf-8")))     # the argument cells
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert len(sub.choices) >= 8, sorted(sub.choices)
     for name, parser in sub.choices.items():
@@ -221,6 +232,7 @@ def test_cli_page_lists_every_command_and_option(site):
                 continue
             for option in action.option_strings:
                 assert option in page, f"tinytorch {name} {option} is not on the command reference page"
+                assert rows.count(f'<span class="pre">{option}</span>') >= 1, f"tinytorch {name} {option} has no row"
             if action.help and action.help != argparse.SUPPRESS:
                 words = " ".join(action.help.replace("`", "").split())[1:40]    # [1:]: the page capitalises it
                 assert words in page, f"the help of tinytorch {name} {action.option_strings or action.dest} is not on the page"
@@ -459,7 +471,7 @@ def test_navigation_reaches_every_part(site, server, browser):
     for target in ("instructor_guide.html", "internals/93b_sandbox.html", "performance.html"):
         page = viewer.open("index.html")
         page.locator(f"{NAV} a.reference.internal[href='{target}']").first.click()
-        page.wait_for_load_state("load")
+        page.wait_for_load_state("networkidle")     # (leaving a page still loading would abort its requests)
         assert page.url.split("#")[0].endswith(target), (target, page.url)
     assert not viewer.problems, "\n".join(viewer.problems)
     viewer.page.close()
@@ -467,7 +479,7 @@ def test_navigation_reaches_every_part(site, server, browser):
 
 def test_guide_links_to_the_mechanism(site):
     """The instructor guide points at the Internals pages instead of retelling them, and its reference parts exist."""
-    guide = (site["dir"] / "instructor_guide.html").read_text(encoding="utf-8")
+    guide = _article(site["dir"] / "instructor_guide.html")     # the page's own text: the sidebar links everywhere
     for target in ("internals/93_grading.html", "internals/93b_sandbox.html", "internals/93a_recheck.html",
                    "internals/93g_limits.html", "internals/93h_feedback.html", "cli.html"):
         assert f'href="{target}' in guide, f"the instructor guide has no link to {target}"
