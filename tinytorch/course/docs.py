@@ -394,8 +394,10 @@ def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/
     for folder in (src, html_dir, doctrees, work_dir / 'jupyter_execute'): _clear(folder)
     shutil.copytree(docs_dir, src, ignore=shutil.ignore_patterns('_build', '.ipynb_checkpoints', '__pycache__'))
 
-    readme = docs_dir.parent / 'README.md'
-    if readme.exists(): shutil.copy(readme, work_dir / 'README.md')    # the home page includes its readers' sections
+    readme = docs_dir.parent / 'README.md'    # the home page includes its sections for each reader
+    if readme.exists(): shutil.copy(readme, work_dir / 'README.md')
+    elif '../README.md' in (docs_dir / 'index.md').read_text(encoding='utf-8'):
+        raise MissingInput(f'{readme} not found: {docs_dir}/index.md includes its sections for each reader')
 
     pages = course_notebooks(nbs_dir, 'core.')
     if not pages: raise MissingInput(f'no course notebooks (default_exp core.*) in {nbs_dir}')
