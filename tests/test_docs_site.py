@@ -6,10 +6,13 @@ a line of a solution region, a hidden test or an instructor note, nor a notebook
 loads with no console error and no failed request, every image has loaded and has alt text, every
 internal link (and its #fragment) resolves, every page can be reached by navigation; the embeddings
 page shows the positional-encoding heatmap and the `Embedding` API entry; site search works, and
-finds nothing for words that only occur inside module 11's solution regions.
+finds nothing for words that only occur inside module 11's solution regions. The sidebar leads to every
+part (Lesson, Guides, Internals: the executed tooling notebooks, Performance and API), the home page holds
+the README's sections for each reader (included, not copied), and docs/cli.md is what the `tinytorch`
+command's own argument parser gives today.
 
 With CI=true a missing chromium, Playwright or Sphinx is a failure; elsewhere those tests skip and
-say why. A screenshot of the embeddings page is kept in .artifacts/docs/ (git-ignored).
+say why. Screenshots of the embeddings page and of the navigation are kept in .artifacts/docs/ (git-ignored).
 """
 import html
 import http.server
@@ -123,20 +126,122 @@ def _views(path):
     return [raw, html.unescape(re.sub(r"<[^>]+>", "", raw))]
 
 
+def _text(path):
+    "A page's text as a reader sees it: tags removed, entities decoded, runs of white space made one space."
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8"))).replace("\u2019", "'").split())
+
+
+def _article(path):
+    "The HTML of a page's article, without the navigation around it."
+    text = path.read_text(encoding="utf-8")
+    return text[text.index('<article class="bd-article"'):text.index("</article>")]
+
+
+def _tooling_notebooks():
+    "Stems of the notebooks that export a module outside `core`: the course tooling, the Internals pages."
+    stems = []
+    for path in sorted(NBS.glob("[0-9]*.ipynb")):
+        text = "\n".join(_source(c) for c in json.loads(path.read_text(encoding="utf-8"))["cells"])
+        m = re.search(r"^#\|\s*default_exp\s+(\S+)", text, re.M)
+        if m and not m.group(1).startswith("core."):
+            stems.append(path.stem)
+    return stems
+
+
+GUIDES = ("index.html", "student_guide.html", "instructor_guide.html", "cli.html", "contributing.html",
+          "performance.html", "api.html", "api_tooling.html")
+
+
 def test_build_is_complete(site):
     print(f"docs build: {site['seconds']:.0f} s")    # reported, never asserted: the machine may be busy
     pages = {p.relative_to(site["dir"]).as_posix() for p in site["dir"].rglob("*.html")}
-    for page in ("index.html", "student_guide.html", "instructor_guide.html", "api.html", "internals.html",
-                 "search.html", "modules/01_tensor.html", "modules/02_nn.html",
-                 "modules/10_tokenization.html", "modules/11_embeddings.html"):
+    tooling = _tooling_notebooks()
+    assert len(tooling) >= 10 and "94_docs" in tooling and "93_grading" in tooling, tooling
+    expected = list(GUIDES) + ["search.html", "modules/01_tensor.html", "modules/02_nn.html",
+                               "modules/10_tokenization.html", "modules/11_embeddings.html"]
+    for page in expected + [f"internals/{stem}.html" for stem in tooling]:
         assert page in pages, f"{page} missing from the site: {sorted(pages)}"
     assert (site["dir"] / "searchindex.js").exists()
+
+
+def test_internals_pages_are_executed_notebooks(site):
+    """Each tooling notebook is a page with its title; its examples ran for the page (they take seconds)."""
+    for stem in _tooling_notebooks():
+        cells = json.loads((NBS / f"{stem}.ipynb").read_text(encoding="utf-8"))["cells"]
+        title = next(_source(c).splitlines()[0].lstrip("# ").strip() for c in cells if c["cell_type"] == "markdown")
+        title = title.replace("`", "")
+        page = _text(site["dir"] / "internals" / f"{stem}.html")
+        assert title in page, f"internals/{stem}.html lacks its title {title!r}"
+    docs_page = (site["dir"] / "internals" / "94_docs.html").read_text(encoding="utf-8")
+    assert ".. autoclass:: tinytorch.core.embeddings.Embedding" in html.unescape(docs_page), \
+        "the api_markdown example's output is missing from the 94_docs page"
+
+
+def test_home_page_holds_the_readmes_sections(site):
+    """The README's sections for each reader are included in the home page, not copied: one text, two places."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start, end = readme.index("<!-- readers: start -->"), readme.index("<!-- readers: end -->")
+    headings = re.findall(r"^## (.+)$", readme[start:end], re.M)
+    assert headings == ["For students", "For instructors", "For readers", "For contributors"], headings
+    home = html.unescape(re.sub(r"<[^>]+>", "", (site["dir"] / "index.html").read_text(encoding="utf-8")))
+    for heading in headings:
+        assert heading in home, f"the home page lacks the README's section {heading!r}"
+    assert "pip install '.[course]'" in home
+    index_md = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    assert "For instructors" not in index_md, "docs/index.md holds its own copy of a README section"
+
+
+def test_readme_names_the_two_commands():
+    "CI's .ci/run calls scripts/test.sh and scripts/demo.sh as the README tells a new user to."
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "bash scripts/demo.sh" in readme and "bash scripts/test.sh" in readme
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "scripts/test.sh" in ci and "scripts/demo.sh" in ci
+
+
+# ---------------------------------------------------------------- the command reference
+def test_cli_reference_is_the_parsers():
+    """docs/cli.md is what `cli_reference` writes from today's argument parser: a changed option, default or
+    help text without a new page fails here."""
+    from tinytorch.cli import build_parser
+    from tinytorch.course.docs import cli_reference
+    committed = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    today = cli_reference(build_parser())
+    if committed != today:
+        import difflib
+        diff = "\n".join(list(difflib.unified_diff(committed.splitlines(), today.splitlines(), "docs/cli.md",
+                                                   "the parser", lineterm=""))[:40])
+        pytest.fail("docs/cli.md differs from the tinytorch command's parser; write it again with\n"
+                    "  .venv/bin/python -c \"from tinytorch.cli import build_parser; "
+                    "from tinytorch.course.docs import write_cli_reference; write_cli_reference(build_parser())\"\n" + diff)
+
+
+def test_cli_page_lists_every_command_and_option(site):
+    """Read independently of `cli_reference`: every subcommand and every option of the parser is on the page."""
+    import argparse
+    from tinytorch.cli import build_parser
+    page = _text(site["dir"] / "cli.html")
+    rows = "".join(re.findall(r'<td><p><code[^>]*>(<span class="pre">[^<]*</span>)</code></p></td>',
+                              (site["dir"] / "cli.html").read_text(encoding="utf-8")))     # the argument cells
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(sub.choices) >= 8, sorted(sub.choices)
+    for name, parser in sub.choices.items():
+        assert f"tinytorch {name}" in page, f"tinytorch {name} is not on the command reference page"
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            for option in action.option_strings:
+                assert option in page, f"tinytorch {name} {option} is not on the command reference page"
+                assert rows.count(f'<span class="pre">{option}</span>') >= 1, f"tinytorch {name} {option} has no row"
+            if action.help and action.help != argparse.SUPPRESS:
+                words = " ".join(action.help.replace("`", "").split())[1:40]    # [1:]: the page capitalises it
+                assert words in page, f"the help of tinytorch {name} {action.option_strings or action.dest} is not on the page"
 
 
 def test_api_reference_lists_every_exported_name(site):
     import importlib
     api = (site["dir"] / "api.html").read_text(encoding="utf-8")
-    internals = (site["dir"] / "internals.html").read_text(encoding="utf-8")
+    internals = (site["dir"] / "api_tooling.html").read_text(encoding="utf-8")
     for path in sorted(NBS.glob("[0-9]*.ipynb")):
         m = re.search(r"^#\|\s*default_exp\s+(\S+)", "\n".join(_source(c) for c in json.loads(path.read_text())["cells"]), re.M)
         if not m:
@@ -157,7 +262,7 @@ def test_only_html_is_published(site):
         rel = path.relative_to(site["dir"]).as_posix()
         assert path.suffix != ".ipynb" and not rel.startswith(("_sources/", "jupyter_execute/", ".doctrees/")), rel
     # MyST-NB's executed copies and the staging folder exist, outside the published folder
-    assert (site["work"] / "jupyter_execute").is_dir() and (site["work"] / "src").is_dir()
+    assert (site["work"] / "jupyter_execute").is_dir() and (site["work"] / "docs").is_dir()
     assert not any(site["dir"].rglob("jupyter_execute"))
 
 
@@ -333,3 +438,50 @@ def test_search_finds_the_lesson_but_no_solution(site, server, browser, secrets)
         assert found == [], f"search for solution-only {word!r} found {found}"
     assert not viewer.problems, "\n".join(viewer.problems)
     viewer.page.close()
+
+
+NAV = "nav.bd-docs-nav"
+
+
+def test_navigation_reaches_every_part(site, server, browser):
+    """The sidebar of the home page has the book's parts in order, and a link to every guide, module page,
+    Internals page and API page; a screenshot of it is kept in .artifacts/docs/navigation.png."""
+    viewer = _Page(browser, server)
+    page = viewer.open("index.html")
+    captions = page.eval_on_selector_all(f"{NAV} p.caption", "els => els.map(e => e.innerText.trim())")
+    assert captions == ["Lesson", "Guides", "Internals", "Performance and API"], captions
+    links = page.eval_on_selector_all(f"{NAV} a.reference.internal",
+                                      "els => els.map(e => [e.getAttribute('href'), e.innerText.trim()])")
+    hrefs = [href.split("#")[0] for href, _ in links]
+    titles = dict((href.split("#")[0], text) for href, text in links)
+    wanted = [g for g in GUIDES if g != "index.html"]
+    wanted += [p.relative_to(site["dir"]).as_posix() for p in sorted((site["dir"] / "modules").glob("*.html"))]
+    wanted += [f"internals/{stem}.html" for stem in _tooling_notebooks()]
+    missing = [w for w in wanted if w not in hrefs]
+    assert not missing, f"the navigation has no link to {missing}"
+    for href, title in (("student_guide.html", "Student guide"), ("instructor_guide.html", "Instructor guide"),
+                        ("performance.html", "Performance"), ("cli.html", "Command reference")):
+        assert titles[href] == title, (href, titles[href])
+    # the parts come in the reader's order: the lesson first, the API last
+    assert hrefs.index("modules/11_embeddings.html") < hrefs.index("student_guide.html") \
+        < hrefs.index("internals/93_grading.html") < hrefs.index("performance.html") < hrefs.index("api.html")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1280, "height": 2200})
+    page.locator(NAV).screenshot(path=str(ARTIFACTS / "navigation.png"))
+    for target in ("instructor_guide.html", "internals/93b_sandbox.html", "performance.html"):
+        page = viewer.open("index.html")
+        page.locator(f"{NAV} a.reference.internal[href='{target}']").first.click()
+        page.wait_for_load_state("networkidle")     # (leaving a page still loading would abort its requests)
+        assert page.url.split("#")[0].endswith(target), (target, page.url)
+    assert not viewer.problems, "\n".join(viewer.problems)
+    viewer.page.close()
+
+
+def test_guide_links_to_the_mechanism(site):
+    """The instructor guide points at the Internals pages instead of retelling them, and its reference parts exist."""
+    guide = _article(site["dir"] / "instructor_guide.html")     # the page's own text: the sidebar links everywhere
+    for target in ("internals/93_grading.html", "internals/93b_sandbox.html", "internals/93a_recheck.html",
+                   "internals/93g_limits.html", "internals/93h_feedback.html", "cli.html"):
+        assert f'href="{target}' in guide, f"the instructor guide has no link to {target}"
+    for anchor in ("troubleshooting", "flags", "planning", "install", "sandbox", "limits"):
+        assert f'id="{anchor}"' in guide, f"the instructor guide has no section #{anchor}"

@@ -5,6 +5,7 @@
 # %% ../../nbs/94_docs.ipynb #imports
 from __future__ import annotations
 
+import argparse
 import ast
 import copy
 import html
@@ -27,9 +28,10 @@ from .errors import BadInput, MissingInput, NotReady, OutputInTheWay
 from .selftest import KERNEL_ARGS
 
 # %% auto #0
-__all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'LINK_TARGETS_FILE', 'course_notebooks', 'api_markdown', 'documented_names',
-           'link_targets', 'linkify', 'rst_docstring', 'autodoc_docstring', 'prepare_notebook', 'execute_notebook',
-           'publish_notebook', 'api_reference', 'site_text_views', 'site_secrets', 'check_site', 'build_docs']
+__all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'SKIP_FLAGS', 'CLI_REFERENCE', 'LINK_TARGETS_FILE', 'course_notebooks',
+           'api_markdown', 'documented_names', 'link_targets', 'linkify', 'rst_docstring', 'autodoc_docstring',
+           'prepare_notebook', 'execute_notebook', 'publish_notebook', 'api_reference', 'cli_reference',
+           'write_cli_reference', 'site_text_views', 'site_secrets', 'check_site', 'build_docs']
 
 # %% ../../nbs/94_docs.ipynb #find
 def course_notebooks(nbs_dir='nbs', prefix: str | None = 'core.') -> list:
@@ -158,6 +160,7 @@ def autodoc_docstring(what: str, obj, lines: list, targets: dict | None = None) 
 # %% ../../nbs/94_docs.ipynb #prepare
 ANSWER_PLACEHOLDER = '*Your answer goes here in the assignment.*'
 DOCS_KEY = 'tinytorch_docs'   # cell metadata: the cell's role in the staged copy
+SKIP_FLAGS = {'slow', 'notest'}   # nbdev-test's flags (pyproject's tst_flags): too slow to run for a page either
 def prepare_notebook(nb: dict) -> dict:
     "A copy of a source notebook, ready to execute for the site (see above). Each cell's role is kept in its metadata."
     nb = copy.deepcopy(nb)
@@ -173,7 +176,7 @@ def prepare_notebook(nb: dict) -> dict:
             meta[DOCS_KEY]['directives'] = directives
             cell['source'] = strip_hidden_tests(src)
             cell['outputs'], cell['execution_count'] = [], None
-            if directives.get('eval', '').strip().lower() == 'false':
+            if directives.get('eval', '').strip().lower() == 'false' or SKIP_FLAGS & directives.keys():
                 meta.setdefault('tags', []).append('skip-execution')
         cells.append(cell)
     nb['cells'] = cells
@@ -270,6 +273,58 @@ def api_reference(modules, title: str, intro: str) -> str:
             parts.append(api_markdown(getattr(mod, name), name, mod.__name__, index=True))
     return '\n'.join(parts)
 
+# %% ../../nbs/94_docs.ipynb #cli
+CLI_REFERENCE = 'docs/cli.md'
+_CLI_INTRO = '''Every `tinytorch` command, its arguments and their defaults, as the command itself defines them
+(this page is written from its argument parser). What a flag in the grades means, and what to do about each
+exit code: the {ref}`instructor guide's troubleshooting <troubleshooting>`.
+
+Exit codes, for every command: **0** it did its job; **2** an input was wrong (one line on stderr naming the
+value and what was expected, nothing written); **1** `test` with a failing test, `metadata --check` with
+stale metadata, or a bug in the tooling (Python's traceback: please report it); **3** `grade` graded every
+submission but some need your attention.
+'''
+
+def _cli_usage(p) -> str:
+    "`tinytorch grade MODULE SUBMISSIONS [--jobs JOBS] ...`, one line, from the parser's own arguments."
+    words = [p.prog]
+    for a in p._actions:
+        if a.help == argparse.SUPPRESS or isinstance(a, argparse._HelpAction): continue
+        meta = a.metavar or (a.dest if not a.option_strings else a.dest.upper())
+        if not a.option_strings:
+            words.append(f'{meta} [{meta} ...]' if a.nargs == '+' else meta); continue
+        word = a.option_strings[-1] + ('' if a.nargs == 0 else f' {meta}')
+        words.append(word if a.required else f'[{word}]')
+    return ' '.join(words)
+
+def _cli_text(text) -> str:
+    "Help text as Markdown on one line: `|` would end a table cell, `<student>` would be read as an HTML tag."
+    text = re.sub(r'([|<>])', r'\\\1', str(text or '').replace('\n', ' ')).strip()
+    return text[:1].upper() + text[1:]
+
+def cli_reference(parser) -> str:
+    "The command reference page (MyST Markdown) for the argparse `parser` of the `tinytorch` command."
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    parts = ['# Command reference\n', _CLI_INTRO]
+    for name, p in sub.choices.items():
+        parts += [f'## `tinytorch {name}`\n', _cli_text(helps.get(name)).rstrip('.') + '.\n',
+                  '```text\n' + _cli_usage(p) + '\n```\n', '| argument | default | meaning |', '|---|---|---|']
+        for a in p._actions:
+            if isinstance(a, argparse._HelpAction): continue
+            arg = ', '.join(a.option_strings) or (a.metavar or a.dest)
+            default = '' if a.default is None or a.default is False or a.default == argparse.SUPPRESS or not a.option_strings else f'`{a.default}`'
+            meaning = _cli_text(a.help)
+            if a.required and a.option_strings: meaning = ('Required. ' + meaning).strip()
+            parts.append(f'| `{arg}` | {default} | {meaning} |')
+        parts.append('')
+    return '\n'.join(parts)
+
+def write_cli_reference(parser, path=CLI_REFERENCE) -> Path:
+    "Write the command reference of `parser` (`tinytorch.cli.build_parser()`; the CLI imports this module) to `path`."
+    Path(path).write_text(cli_reference(parser), encoding='utf-8')
+    return Path(path)
+
 # %% ../../nbs/94_docs.ipynb #leaks
 def site_text_views(path) -> list:
     "A published file's text, raw and (for HTML) with tags removed and entities decoded; [] for binary files."
@@ -312,6 +367,19 @@ def _log(verbose, *args):
 def _clear(path: Path):
     if path.exists(): shutil.rmtree(path)
 
+def _publish_pages(items, src: Path, nbs_dir: Path, targets: dict, timeout: int, jobs: int, verbose: bool):
+    "Prepare, execute and publish each `(path, module, folder)` of `items` as `src/folder/<notebook>`, `jobs` at a time."
+    for folder in {folder for _, _, folder in items}: (src / folder).mkdir()
+    def page(item):
+        path, module, folder = item
+        t0 = time.perf_counter()
+        executed = execute_notebook(prepare_notebook(read_nb(path)), nbs_dir, timeout)
+        write_nb(publish_notebook(executed, module, targets), src / folder / path.name)
+        _log(verbose, f'executed {path.name} in {time.perf_counter() - t0:.1f} s')
+    # Starting a kernel costs more than most notebooks' cells: run `jobs` notebooks at a time.
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(page, items))
+
 # %% ../../nbs/94_docs.ipynb #build-2
 def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/docs',
                timeout: int = 600, jobs: int = 2, verbose: bool = True) -> Path:
@@ -322,36 +390,31 @@ def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/
         raise MissingInput(f'{docs_dir}/conf.py not found: run build_docs from the repository root')
     if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / 'searchindex.js').exists():
         raise OutputInTheWay(f'{out_dir} exists and is not an earlier docs build; refusing to replace it')
-    src, html_dir, doctrees = work_dir / 'src', work_dir / 'html', work_dir / 'doctrees'
+    src, html_dir, doctrees = work_dir / 'docs', work_dir / 'html', work_dir / 'doctrees'   # src mirrors the repository's docs/
     for folder in (src, html_dir, doctrees, work_dir / 'jupyter_execute'): _clear(folder)
     shutil.copytree(docs_dir, src, ignore=shutil.ignore_patterns('_build', '.ipynb_checkpoints', '__pycache__'))
 
+    readme = docs_dir.parent / 'README.md'    # the home page includes its sections for each reader
+    if readme.exists(): shutil.copy(readme, work_dir / 'README.md')
+    elif '../README.md' in (docs_dir / 'index.md').read_text(encoding='utf-8'):
+        raise MissingInput(f'{readme} not found: {docs_dir}/index.md includes its sections for each reader')
+
     pages = course_notebooks(nbs_dir, 'core.')
     if not pages: raise MissingInput(f'no course notebooks (default_exp core.*) in {nbs_dir}')
-    every = course_notebooks(nbs_dir, None)
-    core = [m for _, m in pages]
-    internal = [m for _, m in every if not m.startswith('core.')]
-    targets = link_targets(core)
+    tooling = [(p, m) for p, m in course_notebooks(nbs_dir, None) if not m.startswith('core.')]
+    core, internal = [m for _, m in pages], [m for _, m in tooling]
+    targets = link_targets(core + internal)
     (src / LINK_TARGETS_FILE).write_text(json.dumps(targets, indent=1), encoding='utf-8')   # for conf.py
-    (src / 'modules').mkdir()
-
-    def page(item):
-        path, module = item
-        t0 = time.perf_counter()
-        executed = execute_notebook(prepare_notebook(read_nb(path)), nbs_dir, timeout)
-        write_nb(publish_notebook(executed, module, targets), src / 'modules' / path.name)
-        _log(verbose, f'executed {path.name} in {time.perf_counter() - t0:.1f} s')
-    # Starting a kernel costs more than most notebooks' cells: run `jobs` notebooks at a time.
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(page, pages))
+    _publish_pages([(p, m, 'modules') for p, m in pages] + [(p, m, 'internals') for p, m in tooling],
+                   src, nbs_dir, targets, timeout, jobs, verbose)
     (src / 'api.md').write_text(api_reference(
         core, 'API reference',
         'Every name the course modules export, with its signature and docstring. The module pages show the '
         'same entries next to the explanation and the tests.'), encoding='utf-8')
-    (src / 'internals.md').write_text(api_reference(
-        internal, 'Internals: the course tooling',
+    (src / 'api_tooling.md').write_text(api_reference(
+        internal, 'API reference: the course tooling',
         'The modules behind the `tinytorch` command: running notebook tests against a package, nbgrader '
-        'assignments and releases, grading, and this site. Their notebooks are not part of the book.'), encoding='utf-8')
+        'assignments and releases, grading, and this site. The Internals pages explain each of them.'), encoding='utf-8')
 
     t0 = time.perf_counter()
     cmd = [sys.executable, '-m', 'sphinx', '-b', 'html', '-W', '--keep-going', '-q', '-d', str(doctrees), str(src), str(html_dir)]
