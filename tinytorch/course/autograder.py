@@ -152,7 +152,9 @@ python="${{TINYTORCH_GRADER_PYTHON:-{GRADER_PYTHON}}}"
 "$python" -m tinytorch.course.autograder gradescope
 if [ ! -s /autograder/results/results.json ]; then
   mkdir -p /autograder/results
-  echo '{_NO_RESULTS}' > /autograder/results/results.json
+  cat > /autograder/results/results.json <<'RESULTS'
+{_NO_RESULTS}
+RESULTS
 fi
 '''
 
@@ -205,7 +207,9 @@ mkdir -p /grade/results
 python="${{TINYTORCH_GRADER_PYTHON:-{GRADER_PYTHON}}}"
 "$python" -m tinytorch.course.autograder prairielearn
 if [ ! -s /grade/results/results.json ]; then
-  echo '{json.dumps({"gradable": False, "format_errors": ["The grader stopped before it could grade this submission; tell your instructor."]})}' > /grade/results/results.json
+  cat > /grade/results/results.json <<'RESULTS'
+{json.dumps({"gradable": False, "format_errors": ["The grader stopped before it could grade this submission; tell your instructor."]})}
+RESULTS
 fi
 '''
 
