@@ -29,8 +29,9 @@ SECRETS = secret_lines(SOURCE)
 CLI = [sys.executable, "-c", "import sys; from tinytorch.cli import main; sys.exit(main(sys.argv[1:]))"]
 # graded by `tinytorch grade` in tests/conftest.py's `graded_pair` (--cell-timeout 30)
 PAIR = ("reference", "untouched")
-# one part wrong, a syntax error, a test edited to pass, a runaway (a cell that never ends until its time limit)
-MORE = ("broken-sinusoid", "syntax-error", "test-edited-to-pass", "infinite-loop")
+# one part wrong, a syntax error, a test edited to pass, a runaway (a cell that never ends until its time limit), and
+# a part that passes its visible tests but not its hidden ones
+MORE = ("broken-sinusoid", "syntax-error", "test-edited-to-pass", "infinite-loop", "float32-angles")
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
                                 reason="bubblewrap is not installed (CI installs it)")
@@ -179,6 +180,9 @@ def submissions(release_11) -> dict:
     source = json.loads(SOURCE.read_text())
     subs = build(released, source, {"course": "/nonexistent", "submissions": "/nonexistent"})
     subs["snoop-platform"] = replace(solve(released, source), "as-ids", "    ### END SOLUTION", "    ### END SOLUTION\n" + _SNOOP)
+    # angles rounded to float32: right to 1e-6 at the visible test's 50 positions, off by 3e-4 at the hidden test's 4999
+    subs["float32-angles"] = replace(solve(released, source), "sinusoidal", "angles = positions * freqs",
+                                     "angles = (positions * freqs).astype(np.float32)")
     demos = demo_cells(released)
     return {s: json.dumps(without_demos(nb, demos), indent=1).encode() for s, nb in subs.items()}
 
@@ -216,15 +220,16 @@ def grades(graded_pair, submissions, tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def platform_results(built, submissions, tmp_path_factory) -> dict:
-    "(target, student) -> (results, raw, log): every scenario on Gradescope, full marks and a broken one on PrairieLearn."
-    jobs = [("gradescope", s) for s in (*PAIR, *MORE, "snoop-platform")] + [("prairielearn", s) for s in ("reference", "broken-sinusoid")]
+def platform_result(built, submissions, tmp_path_factory):
+    "(target, student) -> (results, raw, log) of that platform's grader on that student, each graded once, when asked."
+    cache = {}
 
-    def one(job):
-        target, student = job
-        return job, RUNNERS[target](built[target], submissions[student], NAME, tmp_path_factory.mktemp(f"{target}-{student}"))
-    with ThreadPoolExecutor(2) as pool:
-        return dict(pool.map(one, jobs))
+    def get(target: str, student: str) -> tuple:
+        if (target, student) not in cache:
+            cache[target, student] = RUNNERS[target](built[target], submissions[student], NAME,
+                                                     tmp_path_factory.mktemp(f"{target}-{student}"))
+        return cache[target, student]
+    return get
 
 
 # ---------------------------------------------------------------- the built files
@@ -255,8 +260,8 @@ def test_prairielearn_question_enables_external_grading(built):
 # ---------------------------------------------------------------- the scores, against tinytorch grade
 
 @pytest.mark.parametrize("student", [*PAIR, *MORE])
-def test_gradescope_scores_equal_tinytorch_grade(student, platform_results, grades):
-    results, raw, log = platform_results["gradescope", student]
+def test_gradescope_scores_equal_tinytorch_grade(student, platform_result, grades):
+    results, raw, log = platform_result("gradescope", student)
     check_results("gradescope", results, raw)
     rows = grades[student]
     scored = {t["name"]: t for t in results["tests"] if t["visibility"] == "visible"}
@@ -269,8 +274,8 @@ def test_gradescope_scores_equal_tinytorch_grade(student, platform_results, grad
 
 
 @pytest.mark.parametrize("student", ["reference", "broken-sinusoid"])
-def test_prairielearn_scores_equal_tinytorch_grade(student, platform_results, grades):
-    results, raw, log = platform_results["prairielearn", student]
+def test_prairielearn_scores_equal_tinytorch_grade(student, platform_result, grades):
+    results, raw, log = platform_result("prairielearn", student)
     check_results("prairielearn", results, raw)
     rows = grades[student]
     points = {t["name"]: t["points"] for t in results["tests"]}
@@ -279,30 +284,42 @@ def test_prairielearn_scores_equal_tinytorch_grade(student, platform_results, gr
     assert results["gradable"] is True and results["score"] == pytest.approx(got / sum(TESTS.values()))
 
 
-def test_the_scenarios_score_what_they_should(platform_results):
+def test_the_scenarios_score_what_they_should(platform_result):
     "The equality above is only worth something if the scenarios differ: full, zero, one part, flagged, restored, timed out."
-    score = {s: platform_results["gradescope", s][0]["score"] for s in (*PAIR, *MORE)}
+    score = {s: platform_result("gradescope", s)[0]["score"] for s in (*PAIR, *MORE)}
     full = sum(TESTS.values())
     assert score["reference"] == full and score["untouched"] == 0, score
     assert score["broken-sinusoid"] == score["test-edited-to-pass"] == score["infinite-loop"] == full - TESTS["test_sinusoidal_table"], score
     assert score["syntax-error"] == 0, score      # flagged: the re-check can't import it, the score is the lower one
+    assert score["float32-angles"] == full - TESTS["test_sinusoidal_table"], score
 
 
-def test_messages_visible_and_hidden(platform_results):
-    results = platform_results["gradescope", "broken-sinusoid"][0]
+def test_messages_visible_and_hidden(platform_result):
+    results = platform_result("gradescope", "broken-sinusoid")[0]
     part = next(t for t in results["tests"] if t["name"] == "test_sinusoidal_table")
     assert part["score"] == 0 and part["visibility"] == "visible", part
     assert part["output"].startswith("failed: AssertionError: position 0 is sin(0)=0"), part["output"]
     passed = next(t for t in results["tests"] if t["name"] == "test_lookup_rows")
     assert passed["output"] == "passed" and passed["score"] == passed["max_score"] == 2, passed
-    flagged = platform_results["gradescope", "syntax-error"][0]
+    flagged = platform_result("gradescope", "syntax-error")[0]
     assert "held for your instructor to review" in flagged["tests"][0]["output"], flagged["tests"][0]
-    pl = platform_results["prairielearn", "broken-sinusoid"][0]
+    pl = platform_result("prairielearn", "broken-sinusoid")[0]
     assert next(t for t in pl["tests"] if t["name"] == "test_sinusoidal_table")["message"] == part["output"]
 
 
-def test_student_code_cannot_read_the_source_or_write_the_results(platform_results):
-    results, _, log = platform_results["gradescope", "snoop-platform"]
+def test_a_hidden_tests_message_shows_only_as_the_instructor_allows(platform_result):
+    results = platform_result("gradescope", "float32-angles")[0]
+    entries = [t for t in results["tests"] if t["name"].startswith("test_sinusoidal_table")]
+    assert [(t["score"], t["max_score"], t["visibility"]) for t in entries] == [(0, 3, "visible"), (0, 0, "after_published")], entries
+    assert entries[0]["output"] == "passed the visible tests; a hidden test failed", entries[0]
+    assert entries[1]["output"].startswith("AssertionError: position 4999:"), entries[1]
+    pl = platform_result("prairielearn", "float32-angles")[0]
+    assert "4999" not in json.dumps(pl), "PrairieLearn has no later visibility: a hidden test's message never goes there"
+    assert next(t for t in pl["tests"] if t["name"] == "test_sinusoidal_table")["message"] == entries[0]["output"]
+
+
+def test_student_code_cannot_read_the_source_or_write_the_results(platform_result):
+    results, _, log = platform_result("gradescope", "snoop-platform")
     said = next(t for t in results["tests"] if t["name"] == "test_as_token_ids")["output"]
     assert said.startswith("failed: RuntimeError: SNOOP "), said
     attempts = said.split("SNOOP ", 1)[1].split(" | ")
