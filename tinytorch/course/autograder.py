@@ -25,8 +25,9 @@ from .notebooks import NotebookError, cell_source, find_notebook, read_nb
 # %% auto #0
 __all__ = ['PLATFORMS', 'HIDDEN_TESTS', 'GRADER_PYTHON', 'CONFIG_FORMAT', 'Platform', 'GraderOptions', 'grading_requirements',
            'write_grader_files', 'write_package', 'write_gradescope', 'write_prairielearn', 'write_autograder',
-           'SubmissionProblem', 'find_submission', 'test_verdicts', 'PartReport', 'part_reports', 'gradescope_results',
-           'prairielearn_results', 'not_graded', 'load_config', 'grade_submission', 'write_results', 'run']
+           'SubmissionProblem', 'find_submission', 'graded_cell_errors', 'PartReport', 'part_reports',
+           'gradescope_results', 'prairielearn_results', 'not_graded', 'load_config', 'grade_submission',
+           'write_results', 'run']
 
 # %% ../../nbs/95_autograder.ipynb #platforms
 @dataclass(frozen=True)
@@ -312,7 +313,7 @@ def _hidden_line_numbers(source: str) -> set:
             found.add(number)
     return found
 
-def test_verdicts(autograded: dict) -> dict:
+def graded_cell_errors(autograded: dict) -> dict:
     "grade_id -> (`Type: message`, raised in a hidden test?) for each graded test cell that raised an error."
     found = {}
     for cell in autograded.get('cells', []):
@@ -356,7 +357,7 @@ def _test_message(row: dict, verdict) -> tuple:
 
 def part_reports(rows: list, autograded: dict | None, secrets: set) -> list:
     "A `PartReport` per row of one student's grades CSV rows, messages from the `autograded` notebook."
-    verdicts = test_verdicts(autograded) if autograded else {}
+    verdicts = graded_cell_errors(autograded) if autograded else {}
     reports = []
     for row in rows:
         status, reason, hidden = row['status'], row['reason'], None
