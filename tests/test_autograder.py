@@ -92,7 +92,7 @@ def check_results(target: str, results: dict, raw: bytes):
 
 # ---------------------------------------------------------------- the platforms' root file systems
 
-def fake_root_command(mounts: list, entry: str, cwd: str) -> list:
+def fake_root_command(mounts: list, entry: str, cwd: str, python: str = sys.executable) -> list:
     """bwrap command running `entry` in a root file system with the system folders, this Python (its venv and
     the package) and `mounts` [(host folder, path inside)] writable: the platform's container, as root."""
     args = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
@@ -106,7 +106,7 @@ def fake_root_command(mounts: list, entry: str, cwd: str) -> list:
         args += ["--ro-bind", folder, folder]
     for host, inside in mounts:
         args += ["--bind", str(host), inside]
-    return args + ["--setenv", "TINYTORCH_GRADER_PYTHON", sys.executable, "--setenv", "HOME", "/tmp",
+    return args + ["--setenv", "TINYTORCH_GRADER_PYTHON", python, "--setenv", "HOME", "/tmp",
                    "--chdir", cwd, "--", entry]
 
 
@@ -115,7 +115,7 @@ def installed_package_mount(package: Path) -> tuple:
     return (package, str(PACKAGE))
 
 
-def run_gradescope(built: Path, notebook_bytes: bytes | None, name: str, base: Path) -> tuple:
+def run_gradescope(built: Path, notebook_bytes: bytes | None, name: str, base: Path, python=sys.executable) -> tuple:
     "(results, raw bytes, stdout) of the Gradescope autograder in `built` (unzipped) on one submission."
     root = base / "autograder"
     shutil.copytree(built, root / "source")
@@ -125,13 +125,13 @@ def run_gradescope(built: Path, notebook_bytes: bytes | None, name: str, base: P
     if notebook_bytes is not None:
         (root / "submission" / name).write_bytes(notebook_bytes)
     cmd = fake_root_command([(root, "/autograder"), installed_package_mount(root / "source" / "grader" / "package" / "tinytorch")],
-                            "/autograder/run_autograder", "/autograder")
+                            "/autograder/run_autograder", "/autograder", python)
     run = subprocess.run(["nice", "-n", "10", *cmd], capture_output=True, text=True, timeout=900)
     raw = (root / "results" / "results.json").read_bytes()
     return json.loads(raw), raw, run.stdout + run.stderr
 
 
-def run_prairielearn(built: Path, notebook_bytes: bytes | None, name: str, base: Path) -> tuple:
+def run_prairielearn(built: Path, notebook_bytes: bytes | None, name: str, base: Path, python=sys.executable) -> tuple:
     "(results, raw bytes, stdout) of the PrairieLearn grader in `built` on one submission, in /grade."
     grade = base / "grade"
     shutil.copytree(built / "questions" / "11_embeddings" / "tests", grade / "tests")
@@ -141,7 +141,7 @@ def run_prairielearn(built: Path, notebook_bytes: bytes | None, name: str, base:
     if notebook_bytes is not None:
         (grade / "student" / name).write_bytes(notebook_bytes)
     cmd = fake_root_command([(grade, "/grade"), installed_package_mount(built / "image" / "package" / "tinytorch")],
-                            "/grade/tests/run_grader", "/grade")
+                            "/grade/tests/run_grader", "/grade", python)
     run = subprocess.run(["nice", "-n", "10", *cmd], capture_output=True, text=True, timeout=900)
     raw = (grade / "results" / "results.json").read_bytes()
     return json.loads(raw), raw, run.stdout + run.stderr
@@ -351,17 +351,12 @@ def test_an_ungradable_submission_gets_a_clear_result(target, case, built, submi
         assert results["score"] == 0 and results["tests"] == [], results
 
 
-def test_results_json_even_when_the_grader_cannot_start(built, submissions, tmp_path):
-    "A grader Python that isn't there: run_autograder still leaves a results.json that says so."
-    root = tmp_path / "autograder"
-    shutil.copytree(built["gradescope"], root / "source")
-    shutil.copy(built["gradescope"] / "run_autograder", root / "run_autograder")
-    (root / "submission").mkdir(); (root / "results").mkdir()
-    (root / "submission" / NAME).write_bytes(submissions["reference"])
-    cmd = fake_root_command([(root, "/autograder")], "/autograder/run_autograder", "/autograder")
-    cmd[cmd.index("TINYTORCH_GRADER_PYTHON") + 1] = "/nonexistent/python"
-    subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    raw = (root / "results" / "results.json").read_bytes()
-    results = json.loads(raw)
-    check_results("gradescope", results, raw)
-    assert results["score"] == 0 and "stopped before it could grade" in results["output"], results
+@pytest.mark.parametrize("target", list(RUNNERS))
+def test_results_json_even_when_the_grader_cannot_start(target, built, submissions, tmp_path):
+    "A grader Python that isn't there: run_autograder / run_grader still leave a results.json that says so."
+    results, raw, log = RUNNERS[target](built[target], submissions["reference"], NAME, tmp_path, python="/nonexistent/python")
+    check_results(target, results, raw)
+    if target == "gradescope":
+        assert results["score"] == 0 and "stopped before it could grade" in results["output"], results
+    else:
+        assert results["gradable"] is False and "stopped before it could grade" in results["format_errors"][0], results
