@@ -2,6 +2,7 @@
 
 d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_url': '', 'lib_path': 'tinytorch'},
   'syms': { 'tinytorch.cli': { 'tinytorch.cli.DemoInputError': ('cli.html#demoinputerror', 'tinytorch/cli.py'),
+                               'tinytorch.cli._add_autograder': ('cli.html#_add_autograder', 'tinytorch/cli.py'),
                                'tinytorch.cli._add_demo': ('cli.html#_add_demo', 'tinytorch/cli.py'),
                                'tinytorch.cli._add_docs': ('cli.html#_add_docs', 'tinytorch/cli.py'),
                                'tinytorch.cli._add_formgrade': ('cli.html#_add_formgrade', 'tinytorch/cli.py'),
@@ -18,6 +19,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tinytorch.cli._progress_bar': ('cli.html#_progress_bar', 'tinytorch/cli.py'),
                                'tinytorch.cli.available_commands': ('cli.html#available_commands', 'tinytorch/cli.py'),
                                'tinytorch.cli.build_parser': ('cli.html#build_parser', 'tinytorch/cli.py'),
+                               'tinytorch.cli.cmd_autograder': ('cli.html#cmd_autograder', 'tinytorch/cli.py'),
                                'tinytorch.cli.cmd_demo': ('cli.html#cmd_demo', 'tinytorch/cli.py'),
                                'tinytorch.cli.cmd_docs': ('cli.html#cmd_docs', 'tinytorch/cli.py'),
                                'tinytorch.cli.cmd_formgrade': ('cli.html#cmd_formgrade', 'tinytorch/cli.py'),

@@ -15,7 +15,8 @@ from .course.errors import BadInput, MissingInput, OutputInTheWay, UsageError
 # %% auto #0
 __all__ = ['EXPORT_FORMATS', 'COMMAND_MODULES', 'EXTRAS', 'COMMAND_EXTRAS', 'DemoInputError', 'read_text_file', 'demo',
            'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_formgrade', 'cmd_grades', 'cmd_docs',
-           'cmd_metadata', 'cmd_grade_merge', 'missing_extra', 'available_commands', 'build_parser', 'main']
+           'cmd_metadata', 'cmd_grade_merge', 'missing_extra', 'available_commands', 'cmd_autograder', 'build_parser',
+           'main']
 
 # %% ../nbs/92_cli.ipynb #demo
 class DemoInputError(BadInput):
@@ -371,6 +372,30 @@ def available_commands() -> list:
     "The commands whose course module is installed here, in help order (`demo` needs none)."
     return [c for c in _ADD_COMMAND
             if c not in COMMAND_MODULES or importlib.util.find_spec(f'tinytorch.course.{COMMAND_MODULES[c]}')]
+
+# %% ../nbs/92_cli.ipynb #autograder-cmd
+def cmd_autograder(args) -> int:
+    from tinytorch.course.autograder import GraderOptions, write_autograder
+    options = GraderOptions(args.target, args.hidden_tests, args.cell_timeout, args.wall_seconds, not args.no_sandbox)
+    path = write_autograder(args.module, _nbs_dir(args.nbs), _folder_to_write(args.to, '--to'), options, image=args.image)
+    print(f"{args.target} grader written: {path}" + (" (upload this zip as the assignment's autograder)"
+          if args.target == 'gradescope' else f" (build image/ as {args.image}, push it, copy questions/ into the course)"))
+    return 0
+
+def _add_autograder(sub):
+    p = sub.add_parser('autograder', help="write a Gradescope autograder or a PrairieLearn external grader for a module")
+    p.add_argument('module'); p.add_argument('--target', required=True, choices=('gradescope', 'prairielearn'))
+    p.add_argument('--to', default='autograder', help="folder to write into (default: autograder)"); p.add_argument('--nbs')
+    p.add_argument('--hidden-tests', choices=('after_published', 'hidden'), default='after_published',
+                   help="when students see a hidden test's message on Gradescope (PrairieLearn: never)")
+    p.add_argument('--cell-timeout', type=_positive_int, default=30)
+    p.add_argument('--wall-seconds', type=_positive_int, default=120, help="per graded run (default 120)")
+    p.add_argument('--image', default='tinytorch/grader', help="PrairieLearn: the grader image's Docker name")
+    p.add_argument('--no-sandbox', action='store_true', help="grade without bubblewrap (student code runs as root)")
+    p.set_defaults(func=cmd_autograder)
+
+_ADD_COMMAND['autograder'] = _add_autograder
+COMMAND_MODULES['autograder'] = 'autograder'
 
 # %% ../nbs/92_cli.ipynb #entry
 def build_parser() -> argparse.ArgumentParser:

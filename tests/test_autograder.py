@@ -1,0 +1,362 @@
+"""`tinytorch autograder`: the generated Gradescope and PrairieLearn graders, run the way each platform runs them —
+in a root file system laid out as the platform's (bubblewrap, the platform's folders bound) — their results.json
+checked against the platform's published format, and their scores against `tinytorch grade`'s grades CSV."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("nbgrader")
+jsonschema = pytest.importorskip("jsonschema")
+
+from course_scenarios import build, replace, solve, without_demos, demo_cells  # noqa: E402
+from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
+from tinytorch.course.grade_table import grades_by_student  # noqa: E402
+from tinytorch.course.sandbox import _python_folders  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "nbs" / "11_embeddings.ipynb"
+NAME = SOURCE.name
+PACKAGE = Path(__import__("tinytorch").__file__).parent
+TESTS = {gid: pts for gid, kind, pts in graded_parts(SOURCE) if kind == "test"}
+SECRETS = secret_lines(SOURCE)
+CLI = [sys.executable, "-c", "import sys; from tinytorch.cli import main; sys.exit(main(sys.argv[1:]))"]
+# graded by `tinytorch grade` in tests/conftest.py's `graded_pair` (--cell-timeout 30)
+PAIR = ("reference", "untouched")
+# one part wrong, a syntax error, a test edited to pass, a runaway (a cell that never ends until its time limit), and
+# a part that passes its visible tests but not its hidden ones
+MORE = ("broken-sinusoid", "syntax-error", "test-edited-to-pass", "infinite-loop", "float32-angles")
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
+                                reason="bubblewrap is not installed (CI installs it)")
+
+# Gradescope's results.json, from its autograder specification, "Output format" and "Controlling Test Case
+# Visibility": https://gradescope-autograders.readthedocs.io/en/latest/specs/
+_VISIBILITY = {"enum": ["hidden", "after_due_date", "after_published", "visible"]}
+GRADESCOPE_SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "score": {"type": "number"}, "execution_time": {"type": "number"}, "output": {"type": "string"},
+        "visibility": _VISIBILITY, "stdout_visibility": _VISIBILITY, "extra_data": {"type": "object"},
+        "leaderboard": {"type": "array"},
+        "tests": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False,
+            "properties": {"score": {"type": "number"}, "max_score": {"type": "number"}, "name": {"type": "string"},
+                           "number": {"type": "string"}, "output": {"type": "string"},
+                           "tags": {"type": "array", "items": {"type": "string"}}, "visibility": _VISIBILITY,
+                           "extra_data": {"type": "object"}}}},
+    },
+    # "score": optional, but required if not on each test case
+    "anyOf": [{"required": ["score"]},
+              {"required": ["tests"], "properties": {"tests": {"items": {"required": ["score"]}}}}],
+}
+
+# PrairieLearn's results.json, from "External Grading", section "Grading results":
+# https://prairielearn.readthedocs.io/en/latest/externalGrading/ — `score` in [0, 1] is required when the submission
+# is gradable; `gradable: false` may carry `format_errors` (a string or a list of strings); the tests that
+# <pl-external-grader-results> renders have a name, points, max_points, message and output. At most 1 MB.
+_PL_TEST = {"type": "object", "required": ["name"],
+            "properties": {"name": {"type": "string"}, "description": {"type": "string"}, "points": {"type": "number"},
+                           "max_points": {"type": "number"}, "message": {"type": "string"}, "output": {"type": "string"},
+                           "images": {"type": "array"}}}
+PRAIRIELEARN_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "gradable": {"type": "boolean"}, "score": {"type": "number", "minimum": 0, "maximum": 1},
+        "message": {"type": "string"}, "output": {"type": "string"}, "images": {"type": "array"},
+        "format_errors": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+        "tests": {"type": "array", "items": _PL_TEST},
+    },
+    "if": {"required": ["gradable"], "properties": {"gradable": {"const": False}}},
+    "then": {"required": ["format_errors"]},
+    "else": {"required": ["score"]},
+}
+
+
+def check_results(target: str, results: dict, raw: bytes):
+    "results.json valid by the platform's published format, under its size limit, and free of secret lines."
+    jsonschema.validate(results, GRADESCOPE_SCHEMA if target == "gradescope" else PRAIRIELEARN_SCHEMA)
+    assert len(raw) < 1 << 20, f"{len(raw)} bytes: PrairieLearn's limit is 1 MB"
+    shown = [t for t in results.get("tests", []) if t.get("visibility", "visible") == "visible"]
+    texts = [results.get("output", ""), results.get("message", ""), *map(str, results.get("format_errors", [])),
+             *(t.get("output", "") + t.get("message", "") for t in shown)]
+    leaks = find_leaks(SECRETS, "\n".join(texts))
+    assert not leaks, f"{target}: a student-visible message shows hidden tests or solutions: {leaks[:2]}"
+
+
+# ---------------------------------------------------------------- the platforms' root file systems
+
+def fake_root_command(mounts: list, entry: str, cwd: str, python: str = sys.executable) -> list:
+    """bwrap command running `entry` in a root file system with the system folders, this Python (its venv and
+    the package) and `mounts` [(host folder, path inside)] writable: the platform's container, as root."""
+    args = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+    for d in ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    for folder in _python_folders():
+        args += ["--ro-bind", folder, folder]
+    for host, inside in mounts:
+        args += ["--bind", str(host), inside]
+    return args + ["--setenv", "TINYTORCH_GRADER_PYTHON", python, "--setenv", "HOME", "/tmp",
+                   "--chdir", cwd, "--", entry]
+
+
+def installed_package_mount(package: Path) -> tuple:
+    "The grader's copy of the package (graded module a stub) where this Python imports tinytorch from: as installed."
+    return (package, str(PACKAGE))
+
+
+def run_gradescope(built: Path, notebook_bytes: bytes | None, name: str, base: Path, python=sys.executable) -> tuple:
+    "(results, raw bytes, stdout) of the Gradescope autograder in `built` (unzipped) on one submission."
+    root = base / "autograder"
+    shutil.copytree(built, root / "source")
+    shutil.copy(built / "run_autograder", root / "run_autograder")
+    (root / "submission").mkdir()
+    (root / "results").mkdir()
+    if notebook_bytes is not None:
+        (root / "submission" / name).write_bytes(notebook_bytes)
+    cmd = fake_root_command([(root, "/autograder"), installed_package_mount(root / "source" / "grader" / "package" / "tinytorch")],
+                            "/autograder/run_autograder", "/autograder", python)
+    run = subprocess.run(["nice", "-n", "10", *cmd], capture_output=True, text=True, timeout=900)
+    raw = (root / "results" / "results.json").read_bytes()
+    return json.loads(raw), raw, run.stdout + run.stderr
+
+
+def run_prairielearn(built: Path, notebook_bytes: bytes | None, name: str, base: Path, python=sys.executable) -> tuple:
+    "(results, raw bytes, stdout) of the PrairieLearn grader in `built` on one submission, in /grade."
+    grade = base / "grade"
+    shutil.copytree(built / "questions" / "11_embeddings" / "tests", grade / "tests")
+    (grade / "student").mkdir()
+    (grade / "data").mkdir()
+    (grade / "data" / "data.json").write_text("{}")
+    if notebook_bytes is not None:
+        (grade / "student" / name).write_bytes(notebook_bytes)
+    cmd = fake_root_command([(grade, "/grade"), installed_package_mount(built / "image" / "package" / "tinytorch")],
+                            "/grade/tests/run_grader", "/grade", python)
+    run = subprocess.run(["nice", "-n", "10", *cmd], capture_output=True, text=True, timeout=900)
+    raw = (grade / "results" / "results.json").read_bytes()
+    return json.loads(raw), raw, run.stdout + run.stderr
+
+
+RUNNERS = {"gradescope": run_gradescope, "prairielearn": run_prairielearn}
+
+# ---------------------------------------------------------------- fixtures
+
+# A student whose code tries to read the graded source and to write the results file, then shows what happened in
+# every message: the tests that call as_token_ids fail with the report as their visible message.
+_SNOOP = '''
+_ATTEMPTS = []
+for _path in ("/autograder/source/grader/nbs/11_embeddings.ipynb", "/grade/tests/grader/nbs/11_embeddings.ipynb"):
+    try:
+        with open(_path) as _f:
+            _ATTEMPTS.append("read " + _f.read(40))
+    except OSError as _e:
+        _ATTEMPTS.append(type(_e).__name__)
+for _path in ("/autograder/results/results.json", "/grade/results/results.json"):
+    try:
+        with open(_path, "w") as _f:
+            _f.write('{"score": 1000}')
+        _ATTEMPTS.append("wrote " + _path)
+    except OSError as _e:
+        _ATTEMPTS.append(type(_e).__name__)
+def as_token_ids(ids, vocab_size=None):
+    raise RuntimeError("SNOOP " + " | ".join(_ATTEMPTS))
+'''
+
+
+@pytest.fixture(scope="module")
+def submissions(release_11) -> dict:
+    "student -> notebook bytes, as graded_pair's students hand them in (without the lesson's demonstration cells)."
+    released = json.loads(release_11.read_text())
+    source = json.loads(SOURCE.read_text())
+    subs = build(released, source, {"course": "/nonexistent", "submissions": "/nonexistent"})
+    subs["snoop-platform"] = replace(solve(released, source), "as-ids", "    ### END SOLUTION", "    ### END SOLUTION\n" + _SNOOP)
+    # angles rounded to float32: right to 1e-6 at the visible test's 50 positions, off by 3e-4 at the hidden test's 4999
+    subs["float32-angles"] = replace(solve(released, source), "sinusoidal", "angles = positions * freqs",
+                                     "angles = (positions * freqs).astype(np.float32)")
+    demos = demo_cells(released)
+    return {s: json.dumps(without_demos(nb, demos), indent=1).encode() for s, nb in subs.items()}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict:
+    "target -> the grader `tinytorch autograder 11 --target T` wrote (Gradescope's zip unzipped as Gradescope does)."
+    out = tmp_path_factory.mktemp("autograders")
+    found = {}
+    for target in RUNNERS:
+        run = subprocess.run([*CLI, "autograder", "11", "--target", target, "--to", str(out), "--nbs", str(ROOT / "nbs")],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout + run.stderr
+        found[target] = out / (f"11_embeddings-{target}" + (".zip" if target == "gradescope" else ""))
+    unzipped = out / "gradescope-unzipped"
+    with zipfile.ZipFile(found["gradescope"]) as z:
+        z.extractall(unzipped)
+    for info in zipfile.ZipFile(found["gradescope"]).infolist():      # extractall drops the modes a zip carries
+        (unzipped / info.filename).chmod(info.external_attr >> 16)
+    return {"gradescope": unzipped, "prairielearn": found["prairielearn"], "zip": found["gradescope"]}
+
+
+@pytest.fixture(scope="module")
+def grades(graded_pair, submissions, tmp_path_factory) -> dict:
+    "student -> {part: grades CSV row} from `tinytorch grade`: the pair graded once per run, and MORE graded here."
+    table = grades_by_student(graded_pair / "single" / "grades_11_embeddings.csv")
+    base = tmp_path_factory.mktemp("grade-more")
+    for student in MORE:
+        (base / "submissions" / student).mkdir(parents=True)
+        (base / "submissions" / student / NAME).write_bytes(submissions[student])
+    run = subprocess.run(["nice", "-n", "10", *CLI, "grade", "11", "submissions", "--course", "course", "--nbs",
+                          str(ROOT / "nbs"), "--jobs", "2", "--cell-timeout", "30"], cwd=base, capture_output=True, text=True)
+    assert run.returncode in (0, 3), run.stdout + run.stderr
+    return {**table, **grades_by_student(base / "course" / "grades_11_embeddings.csv")}
+
+
+@pytest.fixture(scope="module")
+def platform_result(built, submissions, tmp_path_factory):
+    "(target, student) -> (results, raw, log) of that platform's grader on that student, each graded once, when asked."
+    cache = {}
+
+    def get(target: str, student: str) -> tuple:
+        if (target, student) not in cache:
+            cache[target, student] = RUNNERS[target](built[target], submissions[student], NAME,
+                                                     tmp_path_factory.mktemp(f"{target}-{student}"))
+        return cache[target, student]
+    return get
+
+
+# ---------------------------------------------------------------- the built files
+
+def test_gradescope_zip_has_its_files_at_the_root(built):
+    with zipfile.ZipFile(built["zip"]) as z:
+        names = set(z.namelist())
+        setup = z.read("setup.sh").decode()
+    assert {"setup.sh", "run_autograder", "grader/config.json", "grader/requirements.txt", f"grader/nbs/{NAME}",
+            "grader/package/pyproject.toml"} <= names, sorted(names)[:20]
+    assert "bubblewrap" in setup and "chmod -R go= /autograder/source" in setup, setup
+    stub = (built["gradescope"] / "grader" / "package" / "tinytorch" / "core" / "embeddings.py").read_text()
+    assert "def " not in stub and not find_leaks(SECRETS, stub), "the package in the zip must not hold the exported solution"
+    requirements = (built["gradescope"] / "grader" / "requirements.txt").read_text().split()
+    assert sorted(r.split("<")[0].split(">")[0] for r in requirements) == sorted(
+        ["numpy", "matplotlib", "nbgrader", "nbformat", "fastcore", "jsonschema", "ipykernel"]), requirements
+
+
+def test_prairielearn_question_enables_external_grading(built):
+    question = built["prairielearn"] / "questions" / "11_embeddings"
+    options = json.loads((question / "info.json").read_text())["externalGradingOptions"]
+    assert options["enabled"] and options["entrypoint"] == "/grade/tests/run_grader", options
+    assert 30 <= options["timeout"] <= 600, options           # PrairieLearn's limit is 600 s
+    assert f'file-names="{NAME}"' in (question / "question.html").read_text()
+    assert not find_leaks(SECRETS, (built["prairielearn"] / "image" / "package" / "tinytorch" / "core" / "embeddings.py").read_text())
+
+
+# ---------------------------------------------------------------- the scores, against tinytorch grade
+
+@pytest.mark.parametrize("student", [*PAIR, *MORE])
+def test_gradescope_scores_equal_tinytorch_grade(student, platform_result, grades):
+    results, raw, log = platform_result("gradescope", student)
+    check_results("gradescope", results, raw)
+    rows = grades[student]
+    scored = {t["name"]: t for t in results["tests"] if t["visibility"] == "visible"}
+    for part, row in rows.items():
+        expected = float(row["score"]) if row["kind"] == "test" else 0.0
+        assert scored[part]["score"] == expected, f"{student} {part}: Gradescope {scored[part]['score']}, grades CSV {row['score']!r} ({row['status']})"
+        assert scored[part]["max_score"] == (float(row["max_points"]) if row["kind"] == "test" else 0.0)
+    total = sum(float(r["score"]) for r in rows.values() if r["kind"] == "test")
+    assert results["score"] == total, f"{student}: Gradescope {results['score']}, grades CSV {total}\n{log[-3000:]}"
+
+
+@pytest.mark.parametrize("student", ["reference", "broken-sinusoid"])
+def test_prairielearn_scores_equal_tinytorch_grade(student, platform_result, grades):
+    results, raw, log = platform_result("prairielearn", student)
+    check_results("prairielearn", results, raw)
+    rows = grades[student]
+    points = {t["name"]: t["points"] for t in results["tests"]}
+    assert points == {p: float(r["score"]) if r["kind"] == "test" else 0.0 for p, r in rows.items()}, log[-3000:]
+    got = sum(float(r["score"]) for r in rows.values() if r["kind"] == "test")
+    assert results["gradable"] is True and results["score"] == pytest.approx(got / sum(TESTS.values()))
+
+
+def test_the_scenarios_score_what_they_should(platform_result):
+    "The equality above is only worth something if the scenarios differ: full, zero, one part, flagged, restored, timed out."
+    score = {s: platform_result("gradescope", s)[0]["score"] for s in (*PAIR, *MORE)}
+    full = sum(TESTS.values())
+    assert score["reference"] == full and score["untouched"] == 0, score
+    assert score["broken-sinusoid"] == score["test-edited-to-pass"] == score["infinite-loop"] == full - TESTS["test_sinusoidal_table"], score
+    assert score["syntax-error"] == 0, score      # flagged: the re-check can't import it, the score is the lower one
+    assert score["float32-angles"] == full - TESTS["test_sinusoidal_table"], score
+
+
+def test_messages_visible_and_hidden(platform_result):
+    results = platform_result("gradescope", "broken-sinusoid")[0]
+    part = next(t for t in results["tests"] if t["name"] == "test_sinusoidal_table")
+    assert part["score"] == 0 and part["visibility"] == "visible", part
+    assert part["output"].startswith("failed: AssertionError: position 0 is sin(0)=0"), part["output"]
+    passed = next(t for t in results["tests"] if t["name"] == "test_lookup_rows")
+    assert passed["output"] == "passed" and passed["score"] == passed["max_score"] == 2, passed
+    flagged = platform_result("gradescope", "syntax-error")[0]
+    assert "held for your instructor to review" in flagged["tests"][0]["output"], flagged["tests"][0]
+    pl = platform_result("prairielearn", "broken-sinusoid")[0]
+    assert next(t for t in pl["tests"] if t["name"] == "test_sinusoidal_table")["message"] == part["output"]
+
+
+def test_a_hidden_tests_message_shows_only_as_the_instructor_allows(platform_result):
+    results = platform_result("gradescope", "float32-angles")[0]
+    entries = [t for t in results["tests"] if t["name"].startswith("test_sinusoidal_table")]
+    assert [(t["score"], t["max_score"], t["visibility"]) for t in entries] == [(0, 3, "visible"), (0, 0, "after_published")], entries
+    assert entries[0]["output"] == "passed the visible tests; a hidden test failed", entries[0]
+    assert entries[1]["output"].startswith("AssertionError: position 4999:"), entries[1]
+    pl = platform_result("prairielearn", "float32-angles")[0]
+    assert "4999" not in json.dumps(pl), "PrairieLearn has no later visibility: a hidden test's message never goes there"
+    assert next(t for t in pl["tests"] if t["name"] == "test_sinusoidal_table")["message"] == entries[0]["output"]
+
+
+def test_student_code_cannot_read_the_source_or_write_the_results(platform_result):
+    results, _, log = platform_result("gradescope", "snoop-platform")
+    said = next(t for t in results["tests"] if t["name"] == "test_as_token_ids")["output"]
+    assert said.startswith("failed: RuntimeError: SNOOP "), said
+    attempts = said.split("SNOOP ", 1)[1].split(" | ")
+    assert len(attempts) == 4 and not any(a.startswith(("read", "wrote")) for a in attempts), attempts
+    assert results["score"] < sum(TESTS.values()), results["score"]
+
+
+# ---------------------------------------------------------------- submissions that can't be graded
+
+BAD = {"not a notebook": (NAME, b"%PDF-1.4\n%\xe2\xe3\xcf\xd3 a PDF, not a notebook"),
+       "wrong name": ("my_embeddings.ipynb", None), "empty": (NAME, b""), "nothing": (None, None)}
+
+
+@pytest.mark.parametrize("target", list(RUNNERS))
+@pytest.mark.parametrize("case", list(BAD))
+def test_an_ungradable_submission_gets_a_clear_result(target, case, built, submissions, tmp_path):
+    name, content = BAD[case]
+    if case == "wrong name":
+        content = submissions["reference"]
+    results, raw, log = RUNNERS[target](built[target], content, name or NAME, tmp_path)
+    check_results(target, results, raw)
+    why = results["format_errors"][0] if target == "prairielearn" else results["output"]
+    expect = {"not a notebook": "is not a Jupyter notebook", "wrong name": "(found: my_embeddings.ipynb); rename your notebook to 11_embeddings.ipynb",
+              "empty": "11_embeddings.ipynb is empty (0 bytes)", "nothing": "no file named 11_embeddings.ipynb was submitted;"}[case]
+    assert expect in why, f"{case}: {why!r}\n{log[-2000:]}"
+    if target == "prairielearn":
+        assert results["gradable"] is False, results
+    else:
+        assert results["score"] == 0 and results["tests"] == [], results
+
+
+@pytest.mark.parametrize("target", list(RUNNERS))
+def test_results_json_even_when_the_grader_cannot_start(target, built, submissions, tmp_path):
+    "A grader Python that isn't there: run_autograder / run_grader still leave a results.json that says so."
+    results, raw, log = RUNNERS[target](built[target], submissions["reference"], NAME, tmp_path, python="/nonexistent/python")
+    check_results(target, results, raw)
+    if target == "gradescope":
+        assert results["score"] == 0 and "stopped before it could grade" in results["output"], results
+    else:
+        assert results["gradable"] is False and "stopped before it could grade" in results["format_errors"][0], results
