@@ -384,18 +384,24 @@ def cmd_autograder(args) -> int:
 
 def _add_autograder(sub):
     p = sub.add_parser('autograder', help="write a Gradescope autograder or a PrairieLearn external grader for a module")
-    p.add_argument('module'); p.add_argument('--target', required=True, choices=('gradescope', 'prairielearn'))
-    p.add_argument('--to', default='autograder', help="folder to write into (default: autograder)"); p.add_argument('--nbs')
+    p.add_argument('module', help=_MODULE_HELP)
+    p.add_argument('--target', required=True, choices=('gradescope', 'prairielearn'),
+                   help="gradescope: an autograder zip to upload; prairielearn: a question folder and a grader image")
+    p.add_argument('--to', metavar='DIR', default='autograder', help="folder to write into (default: autograder)")
+    p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
     p.add_argument('--hidden-tests', choices=('after_published', 'hidden'), default='after_published',
                    help="when students see a hidden test's message on Gradescope (PrairieLearn: never)")
-    p.add_argument('--cell-timeout', type=_positive_int, default=30)
-    p.add_argument('--wall-seconds', type=_positive_int, default=120, help="per graded run (default 120)")
+    p.add_argument('--cell-timeout', type=_positive_int, default=30, metavar='SECONDS',
+                   help="seconds each cell of a submission may run on the platform (default 30)")
+    p.add_argument('--wall-seconds', type=_positive_int, default=120, metavar='SECONDS',
+                   help="seconds one submission's whole grading may take on the platform (default 120)")
     p.add_argument('--image', default='tinytorch/grader', help="PrairieLearn: the grader image's Docker name")
     p.add_argument('--no-sandbox', action='store_true', help="grade without bubblewrap (student code runs as root)")
     p.set_defaults(func=cmd_autograder)
 
 _ADD_COMMAND['autograder'] = _add_autograder
 COMMAND_MODULES['autograder'] = 'autograder'
+COMMAND_EXTRAS['autograder'] = 'course'
 
 # %% ../nbs/92_cli.ipynb #entry
 def build_parser() -> argparse.ArgumentParser:
