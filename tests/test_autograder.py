@@ -31,7 +31,7 @@ CLI = [sys.executable, "-c", "import sys; from tinytorch.cli import main; sys.ex
 PAIR = ("reference", "untouched")
 # one part wrong, a syntax error, a test edited to pass, a runaway (a cell that never ends until its time limit), and
 # a part that passes its visible tests but not its hidden ones
-MORE = ("broken-sinusoid", "syntax-error", "test-edited-to-pass", "infinite-loop", "float32-angles")
+MORE = ("broken-sinusoid", "syntax-error", "test-edited-to-pass", "infinite-loop", "odd-dim-cosines")
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
                                 reason="bubblewrap is not installed (CI installs it)")
@@ -180,9 +180,11 @@ def submissions(release_11) -> dict:
     source = json.loads(SOURCE.read_text())
     subs = build(released, source, {"course": "/nonexistent", "submissions": "/nonexistent"})
     subs["snoop-platform"] = replace(solve(released, source), "as-ids", "    ### END SOLUTION", "    ### END SOLUTION\n" + _SNOOP)
-    # angles rounded to float32: right to 1e-6 at the visible test's 50 positions, off by 3e-4 at the hidden test's 4999
-    subs["float32-angles"] = replace(solve(released, source), "sinusoidal", "angles = positions * freqs",
-                                     "angles = (positions * freqs).astype(np.float32)")
+    # an odd width's cosines shifted by one frequency: the visible test's odd-width checks (shape, the last sine) pass,
+    # the hidden test's cosine at [3, 5] does not
+    subs["odd-dim-cosines"] = replace(solve(released, source), "sinusoidal",
+                                      "np.cos(angles[:, :embedding_dim // 2])",
+                                      "np.cos(angles[:, 1:] if embedding_dim % 2 else angles)")
     demos = demo_cells(released)
     return {s: json.dumps(without_demos(nb, demos), indent=1).encode() for s, nb in subs.items()}
 
@@ -291,7 +293,7 @@ def test_the_scenarios_score_what_they_should(platform_result):
     assert score["reference"] == full and score["untouched"] == 0, score
     assert score["broken-sinusoid"] == score["test-edited-to-pass"] == score["infinite-loop"] == full - TESTS["test_sinusoidal_table"], score
     assert score["syntax-error"] == 0, score      # flagged: the re-check can't import it, the score is the lower one
-    assert score["float32-angles"] == full - TESTS["test_sinusoidal_table"], score
+    assert score["odd-dim-cosines"] == full - TESTS["test_sinusoidal_table"], score
 
 
 def test_messages_visible_and_hidden(platform_result):
@@ -308,12 +310,12 @@ def test_messages_visible_and_hidden(platform_result):
 
 
 def test_a_hidden_tests_message_shows_only_as_the_instructor_allows(platform_result):
-    results = platform_result("gradescope", "float32-angles")[0]
+    results = platform_result("gradescope", "odd-dim-cosines")[0]
     entries = [t for t in results["tests"] if t["name"].startswith("test_sinusoidal_table")]
     assert [(t["score"], t["max_score"], t["visibility"]) for t in entries] == [(0, 3, "visible"), (0, 0, "after_published")], entries
     assert entries[0]["output"] == "passed the visible tests; a hidden test failed", entries[0]
     assert entries[1]["output"].startswith("AssertionError: position 4999:"), entries[1]
-    pl = platform_result("prairielearn", "float32-angles")[0]
+    pl = platform_result("prairielearn", "odd-dim-cosines")[0]
     assert "4999" not in json.dumps(pl), "PrairieLearn has no later visibility: a hidden test's message never goes there"
     assert next(t for t in pl["tests"] if t["name"] == "test_sinusoidal_table")["message"] == entries[0]["output"]
 
@@ -321,8 +323,8 @@ def test_a_hidden_tests_message_shows_only_as_the_instructor_allows(platform_res
 def test_student_code_cannot_read_the_source_or_write_the_results(platform_result):
     results, _, log = platform_result("gradescope", "snoop-platform")
     said = next(t for t in results["tests"] if t["name"] == "test_as_token_ids")["output"]
-    assert said.startswith("failed: RuntimeError: SNOOP "), said
-    attempts = said.split("SNOOP ", 1)[1].split(" | ")
+    assert said.startswith("failed: ") and "RuntimeError" in said and "SNOOP " in said, said   # the test may wrap it
+    attempts = said.split("SNOOP ", 1)[1].split("): ", 1)[0].split(" | ")
     assert len(attempts) == 4 and not any(a.startswith(("read", "wrote")) for a in attempts), attempts
     assert results["score"] < sum(TESTS.values()), results["score"]
 

@@ -73,7 +73,7 @@ def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray):
 # %% ../../nbs/11_embeddings.ipynb #embedding-grad
 def embedding_grad(ids: np.ndarray, d_out: np.ndarray, num_rows: int, padding_idx: Optional[int] = None) -> np.ndarray:
     """The table's dense `(num_rows, dim)` gradient, in d_out's dtype, for a lookup of `ids` (any shape) whose
-    output got the gradient `d_out` (*ids.shape, dim).
+    output got the gradient `d_out` `(*ids.shape, dim)`.
 
     TODO: flatten ids to (n,) and d_out to (n, dim); leave out the positions whose id is `padding_idx`
     (None: leave out nothing); add up the rest with your `scatter_add_rows`.
