@@ -35,3 +35,14 @@ def chromium(what="this browser test"):
             yield browser
         finally:
             browser.close()
+
+
+def serve_formgrader(cli, course):
+    "(server process, its address) of `tinytorch formgrade course`, once it answers; the test fails if it doesn't."
+    import subprocess
+    server = subprocess.Popen([cli, "formgrade", course], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = server.stdout.readline()                       # the address, once the server answers
+    if not first.startswith("formgrader: "):
+        server.kill()
+        pytest.fail(f"tinytorch formgrade printed no address: {first!r}\n{server.stderr.read()[-2000:]}")
+    return server, first.split(": ", 1)[1].strip()

@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("nbgrader")
 
-from browser import chromium  # noqa: E402
+from browser import chromium, serve_formgrader  # noqa: E402
 from course_scenarios import build, without_demos, demo_cells  # noqa: E402
 from payloads import COMMENT, MARK, hostile  # noqa: E402
 
@@ -88,12 +88,8 @@ def browser():
 
 @pytest.fixture(scope="module")
 def formgrader(regraded):
-    server = subprocess.Popen([CLI, "formgrade", regraded], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    first = server.stdout.readline()
-    if not first.startswith("formgrader: "):
-        server.kill()
-        pytest.fail(f"tinytorch formgrade printed no address: {first!r}\n{server.stderr.read()[-2000:]}")
-    yield first.split(": ", 1)[1].strip()
+    server, url = serve_formgrader(CLI, regraded)
+    yield url
     server.send_signal(signal.SIGTERM)
     assert server.wait(WAIT_S) == 0
 

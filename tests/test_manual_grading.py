@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("nbgrader")
 
-from browser import chromium  # noqa: E402
+from browser import chromium, serve_formgrader  # noqa: E402
 from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,12 +46,7 @@ def _answers(url):
 
 @pytest.fixture(scope="module")
 def formgrader(course):
-    server = subprocess.Popen([CLI, "formgrade", course], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    first = server.stdout.readline()                       # the address, once the server answers
-    if not first.startswith("formgrader: "):
-        server.kill()
-        pytest.fail(f"tinytorch formgrade printed no address: {first!r}\n{server.stderr.read()[-2000:]}")
-    url = first.split(": ", 1)[1].strip()
+    server, url = serve_formgrader(CLI, course)
     yield url
     server.send_signal(signal.SIGTERM)
     assert server.wait(WAIT_S) == 0

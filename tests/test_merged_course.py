@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("nbgrader")
 
-from browser import chromium  # noqa: E402
+from browser import chromium, serve_formgrader  # noqa: E402
 from course_scenarios import PAIR  # noqa: E402
 from tinytorch.course.assignments import graded_parts  # noqa: E402
 from tinytorch.course.shards import shard_of  # noqa: E402
@@ -79,15 +79,6 @@ def test_the_merged_course_holds_every_student_as_one_machines_course_does(term,
     assert (course / "grades_11_embeddings.log").read_text() == (term / "single" / "grades_11_embeddings.log").read_text()
 
 
-def _serve(course):
-    server = subprocess.Popen([CLI, "formgrade", course], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    first = server.stdout.readline()
-    if not first.startswith("formgrader: "):
-        server.kill()
-        pytest.fail(f"tinytorch formgrade printed no address: {first!r}\n{server.stderr.read()[-2000:]}")
-    return server, first.split(": ", 1)[1].strip()
-
-
 def _wait_for(condition, what):
     deadline = time.monotonic() + WAIT_S
     while not condition():
@@ -97,7 +88,7 @@ def _wait_for(condition, what):
 
 def test_one_formgrader_session_and_one_grades_run_cover_the_class(term, merged):
     course, _ = merged
-    server, url = _serve(course)
+    server, url = serve_formgrader(CLI, course)
     base = url.split("/formgrader")[0]
     try:
         with chromium("the formgrader") as browser:
