@@ -64,3 +64,4 @@ def setup(app):
     targets = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     app.connect("autodoc-process-docstring",
                 lambda app, what, name, obj, options, lines: autodoc_docstring(what, obj, lines, targets))
+smartquotes = False   # the command reference shows options' examples with the quotes a shell needs
