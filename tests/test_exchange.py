@@ -49,15 +49,31 @@ def students():
         pytest.skip(why)
     tag = secrets.token_hex(3)
     names = {"ana": f"ana{tag}", "carol": f"carol.{tag}@uni.edu", "ben": f"ben{tag}"}
-    made = []
+    made, opened = [], {}
     try:
         for name in names.values():
             subprocess.run(["useradd", "--badname", "-m", "-N", "-s", "/bin/sh", name], check=True, capture_output=True)
             made.append(name)
+        opened = open_the_way_to(Path(sys.executable))
         yield names
     finally:
+        for folder, mode in opened.items():
+            os.chmod(folder, mode)
         for name in made:
             subprocess.run(["userdel", "-r", "-f", name], capture_output=True)
+
+
+def open_the_way_to(path: Path) -> dict:
+    """Students run this Python as themselves, as on a JupyterHub where everyone shares one install; a clone in a
+    private folder (`mktemp -d` makes mode 700) would stop them at its door. Give every folder on the way that
+    others can't pass through the `x` bit for others, and return {folder: old mode} to put back afterwards."""
+    opened = {}
+    for folder in reversed(path.absolute().parents):
+        mode = folder.stat().st_mode & 0o7777
+        if not mode & 0o001:
+            os.chmod(folder, mode | 0o001)
+            opened[folder] = mode
+    return opened
 
 
 def as_student(name: str, *args, cwd=None) -> subprocess.CompletedProcess:
