@@ -54,7 +54,7 @@ def students():
         for name in names.values():
             subprocess.run(["useradd", "--badname", "-m", "-N", "-s", "/bin/sh", name], check=True, capture_output=True)
             made.append(name)
-        opened = open_the_way_to(Path(sys.executable))
+        open_the_way_to(Path(sys.executable), opened)
         yield names
     finally:
         for folder, mode in opened.items():
@@ -63,17 +63,16 @@ def students():
             subprocess.run(["userdel", "-r", "-f", name], capture_output=True)
 
 
-def open_the_way_to(path: Path) -> dict:
+def open_the_way_to(path: Path, opened: dict):
     """Students run this Python as themselves, as on a JupyterHub where everyone shares one install; a clone in a
     private folder (`mktemp -d` makes mode 700) would stop them at its door. Give every folder on the way that
-    others can't pass through the `x` bit for others, and return {folder: old mode} to put back afterwards."""
-    opened = {}
+    others can't pass through the `x` bit for others, noting {folder: old mode} in `opened` as it goes, so that
+    the caller puts back every mode it changed even if one change fails."""
     for folder in reversed(path.absolute().parents):
         mode = folder.stat().st_mode & 0o7777
         if not mode & 0o001:
-            os.chmod(folder, mode | 0o001)
             opened[folder] = mode
-    return opened
+            os.chmod(folder, mode | 0o001)
 
 
 def as_student(name: str, *args, cwd=None) -> subprocess.CompletedProcess:
