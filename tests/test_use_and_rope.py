@@ -118,9 +118,11 @@ def test_rope_gradient_matches_finite_differences():
 def test_rope_old_offset_name_still_works_with_a_warning():
     rope = RotaryPositionalEmbedding(4, 16)
     x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
-    with pytest.warns(DeprecationWarning, match="start_pos"):
+    with pytest.warns(DeprecationWarning, match="start_pos") as caught:
         old = rope(x, offset=5).data
     np.testing.assert_array_equal(old, rope(x, start_pos=5).data)
+    # Python shows a DeprecationWarning by default only when it points at the caller's own code (__main__, a cell)
+    assert [w.filename for w in caught] == [__file__], f"the warning points at {[w.filename for w in caught]}, not the call"
 
 
 @pytest.mark.parametrize("make, call, err, pattern", [

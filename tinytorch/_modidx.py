@@ -115,8 +115,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                    'tinytorch/core/embeddings.py'),
                                            'tinytorch.core.embeddings.RotaryPositionalEmbedding': ( 'embeddings.html#rotarypositionalembedding',
                                                                                                     'tinytorch/core/embeddings.py'),
-                                           'tinytorch.core.embeddings.RotaryPositionalEmbedding.__call__': ( 'embeddings.html#rotarypositionalembedding.__call__',
-                                                                                                             'tinytorch/core/embeddings.py'),
                                            'tinytorch.core.embeddings.RotaryPositionalEmbedding.__init__': ( 'embeddings.html#rotarypositionalembedding.__init__',
                                                                                                              'tinytorch/core/embeddings.py'),
                                            'tinytorch.core.embeddings.RotaryPositionalEmbedding.__repr__': ( 'embeddings.html#rotarypositionalembedding.__repr__',
