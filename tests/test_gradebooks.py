@@ -6,6 +6,7 @@ import pytest
 
 pytest.importorskip("nbgrader")
 
+from tinytorch.course.assignments import find_leaks, secret_lines  # noqa: E402
 from tinytorch.course.gradebook import create_gradebooks  # noqa: E402
 
 SOURCE = Path(__file__).resolve().parents[1] / "nbs" / "11_embeddings.ipynb"
@@ -27,7 +28,8 @@ def test_a_new_course_and_a_course_graded_before(tmp_path):
     course = tmp_path / "course"
     template = create_gradebooks(SOURCE, course, cell_timeout=30)
     new = _course(course)
-    assert new == _course(template) and new["students"] == [] and len(new["grade cells"]) > 10
+    assert new["grade cells"] == _course(template)["grade cells"] and new["students"] == [] and len(new["grade cells"]) > 10
+    assert _names(new) == _names(_course(template))
     assert (course / "release" / ASSIGNMENT / SOURCE.name).exists()
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "tinytorch") as gb:
@@ -35,4 +37,21 @@ def test_a_new_course_and_a_course_graded_before(tmp_path):
     template = create_gradebooks(SOURCE, course, cell_timeout=30)
     again = _course(course)
     assert again == {**new, "students": ["alice"]}, again
-    assert _course(template) == new
+    assert _course(template)["grade cells"] == new["grade cells"] and _names(_course(template)) == _names(new)
+
+
+def _names(course: dict) -> list:
+    return [name for name, _ in course["source cells"]]
+
+
+def test_the_template_holds_no_hidden_test_and_no_solution(tmp_path):
+    "Every byte of the template course (what each student's sandbox gets a copy of) is free of secret lines."
+    template = create_gradebooks(SOURCE, tmp_path / "course", cell_timeout=30)
+    files = sorted(p for p in template.rglob("*") if p.is_file())
+    assert sorted(p.name for p in files) == ["gradebook.db", "nbgrader_config.py"], files
+    text = "\n".join(p.read_bytes().decode("utf-8", "replace") for p in files)
+    assert "BEGIN HIDDEN" not in text and "BEGIN SOLUTION" not in text
+    secrets = secret_lines(SOURCE)
+    assert len(secrets) > 20 and find_leaks(secrets, text) == [], find_leaks(secrets, text)[:3]
+    master = (tmp_path / "course" / "gradebook.db").read_bytes().decode("utf-8", "replace")
+    assert find_leaks(secret_lines(SOURCE, solutions=False), master), "the master gradebook keeps the hidden tests"

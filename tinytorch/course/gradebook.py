@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .assignments import run_nbgrader, write_course
 from .grade_table import Part, StudentResult, import_score, settle_statuses
-from .notebooks import write_nb
+from .notebooks import cell_source, read_nb, strip_hidden_tests, write_nb
 
 # %% auto #0
 __all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'read_copy_grades',
@@ -23,25 +23,25 @@ __all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 
 # %% ../../nbs/93c_gradebook.ipynb #courses
 def create_gradebooks(source: Path, course_dir: Path, cell_timeout: int) -> Path:
     """The master course in `course_dir` (source notebook and gradebook) and a template course with no students
-    in `course_dir/.template`, both from notebook `source`; returns the template folder."""
+    in `course_dir/.template`, built from `source` with its hidden tests taken out; returns the template folder."""
     write_course(course_dir, [source], cell_timeout)
     template = course_dir / '.template'
     if template.exists():
         shutil.rmtree(template)
-    (template / 'source' / source.stem).mkdir(parents=True)       # the master's files: checked once, copied
+    (template / 'source' / source.stem).mkdir(parents=True)
     shutil.copy(course_dir / 'nbgrader_config.py', template)
-    shutil.copy(course_dir / 'source' / source.stem / source.name, template / 'source' / source.stem)
-    new_course = not (course_dir / 'gradebook.db').exists()
-    folders = (template,) if new_course else (course_dir, template)     # a course graded before keeps its students
-    with ThreadPoolExecutor(len(folders)) as pool:
+    visible = read_nb(source)
+    for cell in visible['cells']:
+        cell['source'] = strip_hidden_tests(cell_source(cell))
+    write_nb(visible, template / 'source' / source.stem / source.name)
+    with ThreadPoolExecutor(2) as pool:     # the master's gradebook keeps its students (a course graded before)
         runs = list(pool.map(lambda folder: run_nbgrader(folder, 'generate_assignment', source.stem, '--force'),
-                             folders))
-    for folder, run in zip(folders, runs):
+                             (course_dir, template)))
+    for folder, run in zip((course_dir, template), runs):
         if run.returncode != 0:
             raise RuntimeError(f"nbgrader generate_assignment failed in {folder}:\n{run.stderr[-2000:]}")
-    if new_course:          # nbgrader would write the very same files from the same config and source
-        shutil.copy(template / 'gradebook.db', course_dir)
-        shutil.copytree(template / 'release', course_dir / 'release', dirs_exist_ok=True)
+    for folder in ('source', 'release'):     # only the config and the gradebook are ever copied from here
+        shutil.rmtree(template / folder)
     return template
 
 # %% ../../nbs/93c_gradebook.ipynb #copy
