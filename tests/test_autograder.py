@@ -309,12 +309,15 @@ def test_messages_visible_and_hidden(platform_result):
     assert next(t for t in pl["tests"] if t["name"] == "test_sinusoidal_table")["message"] == part["output"]
 
 
-def test_a_hidden_tests_message_shows_only_as_the_instructor_allows(platform_result):
+def test_a_hidden_tests_message_reaches_only_the_instructor(platform_result):
     results = platform_result("gradescope", "odd-dim-cosines")[0]
     entries = [t for t in results["tests"] if t["name"].startswith("test_sinusoidal_table")]
     assert [(t["score"], t["max_score"], t["visibility"]) for t in entries] == [(0, 3, "visible"), (0, 0, "after_published")], entries
     assert entries[0]["output"] == "passed the visible tests; a hidden test failed", entries[0]
-    assert entries[1]["output"].startswith("AssertionError: odd dim, [3, 5]:"), entries[1]
+    assert entries[1]["output"] == "a hidden test failed; what it said is shown to your instructor only", entries[1]
+    results_text, log = json.dumps(results), platform_result("gradescope", "odd-dim-cosines")[2]
+    assert "odd dim" not in results_text, "a hidden test's own message reached the results"
+    assert "for the instructor only" in log and "odd dim, [3, 5]" in log, log[-3000:]   # Gradescope's stdout
     pl = platform_result("prairielearn", "odd-dim-cosines")[0]
     assert "4999" not in json.dumps(pl), "PrairieLearn has no later visibility: a hidden test's message never goes there"
     assert next(t for t in pl["tests"] if t["name"] == "test_sinusoidal_table")["message"] == entries[0]["output"]

@@ -390,7 +390,7 @@ def _add_autograder(sub):
     p.add_argument('--to', metavar='DIR', default='autograder', help="folder to write into (default: autograder)")
     p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
     p.add_argument('--hidden-tests', choices=('after_published', 'hidden'), default='after_published',
-                   help="when students see a hidden test's message on Gradescope (PrairieLearn: never)")
+                   help="when students see, as its own entry on Gradescope, that a hidden test failed (its message: never)")
     p.add_argument('--cell-timeout', type=_positive_int, default=30, metavar='SECONDS',
                    help="seconds each cell of a submission may run on the platform (default 30)")
     p.add_argument('--wall-seconds', type=_positive_int, default=120, metavar='SECONDS',

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .assignments import find_leaks, graded_parts, secret_lines
 from .errors import BadInput, OutputInTheWay
+from .grade_table import HIDDEN_FAILED, _printable
 from .notebooks import NotebookError, cell_source, find_notebook, read_nb
 
 # %% auto #0
@@ -337,7 +338,7 @@ class PartReport:
     max_points: float
     status: str               # the grades CSV's status: graded, flagged, failed, needs manual grading
     message: str              # for the student now: passed, or what the visible test said
-    hidden: str | None = None  # what a hidden test said (shown only as the instructor allows)
+    hidden: str | None = None  # the grader's fixed words when a hidden test failed (shown as the instructor allows)
 
 _WITHHELD = "(message withheld: it would show part of the hidden tests or the solutions)"
 
@@ -347,13 +348,18 @@ def _shown(text: str, secrets: set) -> str:
         return _WITHHELD
     return text if len(text) <= _MESSAGE_CHARS else text[:_MESSAGE_CHARS - 1] + '…'
 
+_HIDDEN_NOTE = "a hidden test failed; what it said is shown to your instructor only"
+
 def _test_message(row: dict, verdict) -> tuple:
-    "(message, hidden message or None) of one autograded part from nbgrader's points and the test's error."
+    """(message, hidden note or None) of one autograded part from the grades CSV's row and the visible test's error
+    in the kernel (which never ran a hidden test). A hidden test's own message never reaches this far."""
+    if row.get('reason') == HIDDEN_FAILED:
+        return 'passed the visible tests; a hidden test failed', _HIDDEN_NOTE
     if verdict is None:
         passed = float(row['points'] or 0) == float(row['max_points'])
         return ('passed' if passed else 'failed with no error message (output on stderr counts as a failure)'), None
     said, in_hidden = verdict
-    return ('passed the visible tests; a hidden test failed', said) if in_hidden else (f"failed: {said}", None)
+    return ('passed the visible tests; a hidden test failed', _HIDDEN_NOTE) if in_hidden else (f"failed: {said}", None)
 
 def part_reports(rows: list, autograded: dict | None, secrets: set) -> list:
     "A `PartReport` per row of one student's grades CSV rows, messages from the `autograded` notebook."
@@ -393,7 +399,7 @@ def gradescope_results(reports: list, hidden_tests: str) -> dict:
         tests.append({'name': r.grade_id, 'score': r.points if scored else 0.0, 'max_score': r.max_points if scored else 0.0,
                       'output': r.message, 'visibility': 'visible'})
         if r.hidden is not None:
-            tests.append({'name': f"{r.grade_id}: the hidden test's message", 'score': 0.0, 'max_score': 0.0,
+            tests.append({'name': f"{r.grade_id}: hidden tests", 'score': 0.0, 'max_score': 0.0,
                           'output': r.hidden, 'visibility': hidden_tests})
     return {'score': _totals(reports)[0], 'output': _summary(reports), 'tests': tests}
 
@@ -422,7 +428,8 @@ def load_config(grader: Path) -> dict:
     return config
 
 def grade_submission(grader: Path, config: dict, notebook: Path, log=print) -> tuple:
-    "(grades CSV rows, the autograded notebook or None): `notebook` graded by `tinytorch grade` as a class of one."
+    """(grades CSV rows, the autograded notebook or None): `notebook` graded by `tinytorch grade` as a class of one.
+    On Gradescope (whose stdout only instructors see) the instructor's notes are logged too; never on PrairieLearn."""
     from tinytorch.course.grade_table import read_grades_csv
     from tinytorch.course.grading import grade
     with tempfile.TemporaryDirectory(prefix='tinytorch-autograder-') as tmp:
@@ -433,6 +440,8 @@ def grade_submission(grader: Path, config: dict, notebook: Path, log=print) -> t
                                   cell_timeout=config['cell_timeout'], wall_seconds=config['wall_seconds'],
                                   sandbox=config['sandbox'], log=log)
         autograded = results[0].autograded
+        for note in results[0].instructor_notes if config.get('target') == 'gradescope' else ():
+            log(f"for the instructor only: {_printable(note)}")
         return read_grades_csv(csv_path), (read_nb(autograded) if autograded is not None else None)
 
 def write_results(path: Path, results: dict) -> Path:

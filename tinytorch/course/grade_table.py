@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -13,8 +14,9 @@ from pathlib import Path
 from .errors import BadInput, MissingInput
 
 # %% auto #0
-__all__ = ['UNSANDBOXED', 'CSV_FIELDS', 'Part', 'StudentResult', 'part_status', 'settle_statuses', 'import_score', 'import_total',
-           'write_grades_csv', 'read_grades_csv', 'grades_by_student', 'write_grading_log']
+__all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'CSV_FIELDS', 'Part', 'StudentResult', 'part_status', 'settle_statuses',
+           'import_score', 'import_total', 'write_grades_csv', 'read_grades_csv', 'grades_by_student',
+           'write_grading_log']
 
 # %% ../../nbs/93d_grade_table.ipynb #result
 @dataclass
@@ -23,9 +25,10 @@ class Part:
     grade_id: str
     kind: str                       # 'test': code graded by its test cell; 'answer': written, graded by hand
     max_points: float
-    nbgrader_points: float = 0.0    # what nbgrader gave it
+    nbgrader_points: float = 0.0    # the autograded points: nbgrader's (visible tests), 0 when a hidden test failed
     needs_manual: bool = False
     recheck_points: float | None = None   # what the re-check gave it; None: it gave none
+    hidden_failed: bool = False     # the visible tests passed, a hidden test (run only in the re-check) did not
 
 @dataclass
 class StudentResult:
@@ -42,6 +45,7 @@ class StudentResult:
     timestamp: datetime | None = None              # when it was handed in (nbgrader's timestamp.txt), UTC
     seconds_late: float | None = None              # after the student's due date; None: no due date or no timestamp
     late_penalty: float = 0.0                      # points taken off the submission's score for lateness
+    instructor_notes: list = field(default_factory=list)   # the grading log only: never shown to a student
 
     @property
     def points(self) -> float: return sum(p.nbgrader_points or 0 for p in self.parts.values())
@@ -57,6 +61,8 @@ def _sentence(text: str, limit: int = 120) -> str:
     return first if len(first) <= limit else first[:limit - 1].rsplit(' ', 1)[0] + ' …'
 
 # %% ../../nbs/93d_grade_table.ipynb #status-part
+HIDDEN_FAILED = 'a hidden test failed'   # the only word a student gets from the hidden tests, besides points
+
 def part_status(result: StudentResult, part: Part) -> tuple:
     """(status, reason) of one part: failed, needs manual grading, flagged or graded. The reason is one short
     sentence (the whole story is in the grading log); it also says when the part was graded without a sandbox."""
@@ -68,7 +74,7 @@ def part_status(result: StudentResult, part: Part) -> tuple:
         more = len(result.flags) - 1
         status, reason = 'flagged', _sentence(result.flags[0]) + (f" (and {more} more in the grading log)" if more else '')
     else:
-        status, reason = 'graded', ''
+        status, reason = 'graded', HIDDEN_FAILED if part.hidden_failed else ''
     if not result.sandboxed:
         reason = '; '.join(filter(None, [reason, UNSANDBOXED]))
     return status, reason
@@ -176,13 +182,21 @@ def grades_by_student(path: Path) -> dict:
     return table
 
 # %% ../../nbs/93d_grade_table.ipynb #log
+_CONTROL = re.compile(r'[\x00-\x08\x0b-\x1f\x7f-\x9f]')
+
+def _printable(text: str) -> str:
+    "`text` on one line with its control characters shown as escapes (a console can't be rewritten by it)."
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", str(text).replace('\n', ' | '))
+
 def write_grading_log(results: list, path: Path, assignment: str) -> Path:
-    "Every failure and flag in full, per student: what the grades CSV's one-sentence reasons stand for."
+    """Every failure and flag in full, per student (what the grades CSV's one-sentence reasons stand for), and the
+    instructor's notes (a hidden test's message): this log is for the instructor only."""
     lines = [f"tinytorch grade: {assignment}, {len(results)} submission(s)", '']
     for r in results:
-        if r.failure or r.flags:
-            lines.append(f"{r.student}: {'failed' if r.failure else 'flagged'}")
-            lines += [f"  - {text}" for text in ([r.failure] if r.failure else r.flags)]
+        if r.failure or r.flags or r.instructor_notes:
+            lines.append(f"{r.student}: {'failed' if r.failure else 'flagged' if r.flags else 'graded'}")
+            lines += [f"  - {_printable(text)}" for text in ([r.failure] if r.failure else r.flags)]
+            lines += [f"  - for you only: {_printable(text)}" for text in r.instructor_notes]
     if len(lines) == 2:
         lines.append('every submission was graded cleanly')
     path.write_text('\n'.join(lines) + '\n', encoding='utf-8')

@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import queue
 import re
+import secrets
 import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -25,7 +26,7 @@ from tinytorch.course.limits import (
     Limits, describe_limits, describe_usage, enforced, limit_hits, limit_kind, limit_reason,
 )
 from tinytorch.course.grade_table import (
-    UNSANDBOXED, Part, StudentResult, import_total, settle_statuses, write_grades_csv, write_grading_log,
+    HIDDEN_FAILED, UNSANDBOXED, Part, StudentResult, import_total, settle_statuses, write_grades_csv, write_grading_log,
 )
 from tinytorch.course.gradebook import (
     GradebookGuard, autograde_command, autograded_path, create_gradebooks, merge_into_gradebook, read_copy_grades,
@@ -34,7 +35,9 @@ from tinytorch.course.gradebook import (
 from tinytorch.course.notebooks import (
     NotebookError, cell_source, default_exp, find_notebook, is_exported, read_nb,
 )
-from .recheck import RecheckFailed, RecheckResult, new_token, read_results, recheck_command
+from tinytorch.course.recheck import (
+    RecheckFailed, RecheckResult, new_token, read_results, recheck_command, recheck_input, test_program,
+)
 from tinytorch.course.sandbox import (
     Sandbox, claimed_uids, isolation_level, run_isolated, was_killed,
 )
@@ -102,28 +105,59 @@ def exported_source(nb: dict) -> str:
             parts.append('\n'.join(l for l in cell_source(cell).splitlines() if not l.startswith('#|')))
     return '# exported from a student submission by tinytorch grade\n\n' + '\n\n'.join(parts) + '\n'
 
+# %% ../../nbs/93_grading.ipynb #second-run-helpers
+def _syntax_error(source: str) -> str | None:
+    "Where `source` fails to compile, said by the grader (compiling runs none of it); None when it compiles."
+    try:
+        compile(source, 'student_export.py', 'exec')
+    except SyntaxError as e:
+        return f"{type(e).__name__} at line {e.lineno} of the exported cells"
+    except (ValueError, RecursionError, MemoryError) as e:
+        return f"{type(e).__name__} while compiling the exported cells"
+    return None
+
+def _with_canary(program: dict) -> tuple:
+    "(the program with one more graded cell built to fail, that cell's name): a run reporting it passed lies."
+    name = f"check-{new_token()[:12]}"
+    cell = {'name': name, 'graded': True, 'source': f"raise AssertionError({new_token()!r})"}
+    cells = list(program['cells'])
+    cells.insert(secrets.randbelow(len(cells) + 1), cell)
+    return {**program, 'cells': cells}, name
+
+def _failed(message: str, note: str | None = None) -> RecheckFailed:
+    "A RecheckFailed in the grader's words; `note` (what the run itself said) is for the instructor's log only."
+    error = RecheckFailed(message)
+    error.note = note
+    return error
+
 # %% ../../nbs/93_grading.ipynb #second-run
-def recheck_submission(submission: dict, source_nb: Path, test_parts: list, workdir: Path, cell_timeout: int,
+def recheck_submission(submission: dict, program: dict, test_parts: list, workdir: Path, cell_timeout: int,
                        wall_seconds: float, uid: int | None, sandbox: Sandbox | None,
                        limits: Limits | None = None) -> RecheckResult:
-    "The re-check's verdicts on `test_parts`: `source_nb`'s test cells run against the student's export, isolated."
+    """The re-check's verdicts on `test_parts`: `program`'s test cells (`test_program`, hidden tests included) run
+    against the student's export in a fresh process whose folder holds only that export, isolated."""
+    source = exported_source(submission)
+    syntax = _syntax_error(source)
+    if syntax:
+        return RecheckResult(syntax, {}, said_by_grader=True)
     export, results, token = workdir / 'student_export.py', workdir / 'recheck.json', new_token()
-    export.write_text(exported_source(submission), encoding='utf-8')
-    shutil.copy(source_nb, workdir / source_nb.name)
-    run = run_isolated(recheck_command(source_nb.name, export.name, results.name, cell_timeout),
-                       workdir, wall_seconds, uid, sandbox, stdin=token + '\n', limits=limits)
+    export.write_text(source, encoding='utf-8')
+    program, canary = _with_canary(program)
+    run = run_isolated(recheck_command(export.name, results.name, cell_timeout), workdir, wall_seconds, uid,
+                       sandbox, stdin=recheck_input(token, program), limits=limits)
     try:
-        return read_results(results, token, test_parts)
+        verdicts = read_results(results, token, [*test_parts, canary])
     except RecheckFailed as e:
         why = _stopped_by_limit(run, limits) if limits else None
         if why:
-            raise RecheckFailed(f"the re-check {why}") from None
+            raise _failed(f"the re-check {why}") from None
         if was_killed(run.returncode):
-            raise RecheckFailed(f"the re-check exceeded the {wall_seconds:.0f} s wall-clock limit and was killed") from None
-        if run.returncode == 0:
-            raise
-        tail = (run.stderr.strip().splitlines() or ['no error output'])[-1][:200]
-        raise RecheckFailed(f"{e} (exit {run.returncode}: {tail})") from None
+            raise _failed(f"the re-check exceeded the {wall_seconds:.0f} s wall-clock limit and was killed") from None
+        tail = (run.stderr.strip().splitlines() or ['no error output'])[-1][:300]
+        raise _failed(str(e), f"the re-check's last words (exit {run.returncode}): {tail}") from None
+    errors = {k: v for k, v in verdicts.errors.items() if k != canary}
+    return replace(verdicts, errors=errors, hidden=verdicts.hidden - {canary},
+                   tampered=verdicts.import_error is None and verdicts.errors[canary] is None)
 
 # %% ../../nbs/93_grading.ipynb #setup
 @dataclass
@@ -141,6 +175,7 @@ class GradingSetup:
     sandbox: Sandbox | None = None   # None: --no-sandbox
     limits: Limits = Limits(None, None, None)   # what each run may use (the ones that hold here)
     late: LateWork = field(default_factory=LateWork)   # due date, extensions, late policy
+    program: dict | None = None      # the re-check's tests, hidden ones included (`test_program` of `notebook`)
 
 # %% ../../nbs/93_grading.ipynb #parts
 def empty_parts(source: dict) -> dict:
@@ -163,14 +198,30 @@ def _read_submission(path: Path, shown: str | None = None) -> dict:
 
 # %% ../../nbs/93_grading.ipynb #checks-recheck
 def _apply_recheck(result: StudentResult, verdicts: RecheckResult):
-    "Record the re-check's points on each code part, and flag where it disagrees with nbgrader."
+    """Record the re-check's points on each code part: a part whose visible tests passed in nbgrader and whose hidden
+    test failed in the re-check scores 0 (`hidden_failed`); any other disagreement with nbgrader is flagged. The
+    re-check's own texts go to the instructor's notes only."""
     tests = [p for p in result.parts.values() if p.kind == 'test']
     for part in tests:
         part.recheck_points = part.max_points if verdicts.passed(part.grade_id) else 0.0
     if verdicts.import_error:
-        result.flags.append(f"the student's exported code does not import outside the notebook "
-                            f"({verdicts.import_error}); the re-check scores it 0")
+        said = f" ({verdicts.import_error})" if verdicts.said_by_grader else ''
+        result.flags.append(f"the student's exported code does not import outside the notebook{said}; the re-check "
+                            "scores it 0")
+        if not verdicts.said_by_grader:
+            result.instructor_notes.append(f"the re-check could not import the export: {verdicts.import_error}")
         return
+    if verdicts.tampered:
+        result.flags.append("the re-check reported a check built to fail as passed: the submission's code tampers "
+                            "with the tests; its points are held at 0")
+        for part in tests:
+            part.recheck_points = 0.0
+        return
+    for part in tests:
+        if verdicts.failed_in_hidden(part.grade_id) and part.nbgrader_points == part.max_points:
+            part.hidden_failed, part.nbgrader_points = True, 0.0
+        if not verdicts.passed(part.grade_id):
+            result.instructor_notes.append(f"{part.grade_id}: the re-check said {verdicts.errors[part.grade_id]}")
     disagree = [p.grade_id for p in tests if p.recheck_points != p.nbgrader_points]
     if disagree:
         result.flags.append(f"the re-check outside the student's kernel disagrees with nbgrader on {disagree}")
@@ -247,10 +298,11 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, u
         result.autograded = _autograde(setup, student, submission, nbgrader_dir, uid, result)
         tests = [p.grade_id for p in result.parts.values() if p.kind == 'test']
         try:
-            verdicts = recheck_submission(submission, setup.notebook, tests, recheck_dir, setup.cell_timeout,
-                                          setup.wall_seconds, uid, setup.sandbox, setup.limits)
+            verdicts = recheck_submission(submission, setup.program or test_program(setup.notebook), tests, recheck_dir,
+                                          setup.cell_timeout, setup.wall_seconds, uid, setup.sandbox, setup.limits)
         except RecheckFailed as e:
             result.flags.append(str(e))
+            result.instructor_notes += [e.note] if getattr(e, 'note', None) else []
         else:
             _apply_recheck(result, verdicts)
         return result
@@ -271,7 +323,7 @@ def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: s
     for gid, p in result.parts.items():
         status, _ = result.statuses[gid]
         shown = '–' if status == 'needs manual grading' else f"{p.nbgrader_points:g}"
-        rows.append(f"| `{gid}` | {shown} / {p.max_points:g} | {status} |")
+        rows.append(f"| `{gid}` | {shown} / {p.max_points:g} | {status}{f' ({HIDDEN_FAILED})' if p.hidden_failed else ''} |")
     header = (f"# Feedback: {assignment}, {result.student}\n\n**Autograded: {result.points:g} / "
               f"{sum(p.max_points for p in result.parts.values() if p.kind == 'test'):g} points.** "
               "Written answers are graded by your instructor."
@@ -361,7 +413,7 @@ def set_up_grading(module, nbs_dir, course_dir, level: str, cell_timeout: int = 
         hidden = {q for p in (nbs_dir, course_dir, source, *hide) for q in (os.path.abspath(p), os.path.realpath(p))}
         box = Sandbox(tuple(sorted(hidden)), _grading_package(module_name, work_root / 'package' / 'tinytorch'))
     return GradingSetup(source.stem, frozen, source_nb, module_name, level, template, work_root, cell_timeout,
-                        wall_seconds, box)
+                        wall_seconds, box, program=test_program(frozen))
 
 # %% ../../nbs/93_grading.ipynb #collect
 def _publish(setup: GradingSetup, course_dir: Path, result: StudentResult, hidden: set, found=None):
