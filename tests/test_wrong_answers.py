@@ -21,7 +21,7 @@ pytest.importorskip("nbgrader")
 from course_scenarios import replace, solve  # noqa: E402
 from tinytorch.course.assignments import graded_parts, release  # noqa: E402
 from tinytorch.course.grading import exported_source  # noqa: E402
-from tinytorch.course.recheck import new_token, read_results, recheck_command, recheck_input, test_program  # noqa: E402
+from tinytorch.course.recheck import new_token, read_results, recheck_command, recheck_input, recheck_program  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = Path(sys.executable).parent / "tinytorch"
@@ -231,7 +231,7 @@ def visible_results(nb: dict, workdir: Path) -> dict:
     parts = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
              if c["cell_type"] == "code" and (c["metadata"].get("nbgrader") or {}).get("grade")]
     token = new_token()
-    program = test_program(workdir / "11_embeddings.ipynb")
+    program = recheck_program(workdir / "11_embeddings.ipynb")
     run = subprocess.run(recheck_command("student_export.py", "results.json", 120), cwd=workdir,
                          input=recheck_input(token, program), capture_output=True, text=True, timeout=600)
     result = read_results(workdir / "results.json", token, parts)

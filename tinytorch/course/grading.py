@@ -36,7 +36,7 @@ from tinytorch.course.notebooks import (
     NotebookError, cell_source, default_exp, find_notebook, is_exported, read_nb,
 )
 from tinytorch.course.recheck import (
-    RecheckFailed, RecheckResult, new_token, read_results, recheck_command, recheck_input, test_program,
+    RecheckFailed, RecheckResult, new_token, read_results, recheck_command, recheck_input, recheck_program,
 )
 from tinytorch.course.sandbox import (
     Sandbox, claimed_uids, isolation_level, run_isolated, was_killed,
@@ -134,7 +134,7 @@ def _failed(message: str, note: str | None = None) -> RecheckFailed:
 def recheck_submission(submission: dict, program: dict, test_parts: list, workdir: Path, cell_timeout: int,
                        wall_seconds: float, uid: int | None, sandbox: Sandbox | None,
                        limits: Limits | None = None) -> RecheckResult:
-    """The re-check's verdicts on `test_parts`: `program`'s test cells (`test_program`, hidden tests included) run
+    """The re-check's verdicts on `test_parts`: `program`'s test cells (`recheck_program`, hidden tests included) run
     against the student's export in a fresh process whose folder holds only that export, isolated."""
     source = exported_source(submission)
     syntax = _syntax_error(source)
@@ -175,7 +175,7 @@ class GradingSetup:
     sandbox: Sandbox | None = None   # None: --no-sandbox
     limits: Limits = Limits(None, None, None)   # what each run may use (the ones that hold here)
     late: LateWork = field(default_factory=LateWork)   # due date, extensions, late policy
-    program: dict | None = None      # the re-check's tests, hidden ones included (`test_program` of `notebook`)
+    program: dict | None = None      # the re-check's tests, hidden ones included (`recheck_program` of `notebook`)
 
 # %% ../../nbs/93_grading.ipynb #parts
 def empty_parts(source: dict) -> dict:
@@ -298,7 +298,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, u
         result.autograded = _autograde(setup, student, submission, nbgrader_dir, uid, result)
         tests = [p.grade_id for p in result.parts.values() if p.kind == 'test']
         try:
-            verdicts = recheck_submission(submission, setup.program or test_program(setup.notebook), tests, recheck_dir,
+            verdicts = recheck_submission(submission, setup.program or recheck_program(setup.notebook), tests, recheck_dir,
                                           setup.cell_timeout, setup.wall_seconds, uid, setup.sandbox, setup.limits)
         except RecheckFailed as e:
             result.flags.append(str(e))
@@ -413,7 +413,7 @@ def set_up_grading(module, nbs_dir, course_dir, level: str, cell_timeout: int = 
         hidden = {q for p in (nbs_dir, course_dir, source, *hide) for q in (os.path.abspath(p), os.path.realpath(p))}
         box = Sandbox(tuple(sorted(hidden)), _grading_package(module_name, work_root / 'package' / 'tinytorch'))
     return GradingSetup(source.stem, frozen, source_nb, module_name, level, template, work_root, cell_timeout,
-                        wall_seconds, box, program=test_program(frozen))
+                        wall_seconds, box, program=recheck_program(frozen))
 
 # %% ../../nbs/93_grading.ipynb #collect
 def _publish(setup: GradingSetup, course_dir: Path, result: StudentResult, hidden: set, found=None):

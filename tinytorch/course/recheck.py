@@ -23,7 +23,7 @@ from .notebooks import BEGIN_HIDDEN, END_HIDDEN
 from .nbtests import NotebookRun, NotebookTestError, cells_needed
 
 # %% auto #0
-__all__ = ['RESULTS_FORMAT', 'load_export', 'test_program', 'run_program', 'RecheckFailed', 'new_token', 'write_results',
+__all__ = ['RESULTS_FORMAT', 'load_export', 'recheck_program', 'run_program', 'RecheckFailed', 'new_token', 'write_results',
            'RecheckResult', 'read_results', 'recheck_command', 'recheck_input', 'main']
 
 # %% ../../nbs/93a_recheck.ipynb #load
@@ -69,7 +69,7 @@ def _cell_alarm(seconds: int):
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
 
-def test_program(notebook) -> dict:
+def recheck_program(notebook) -> dict:
     "`{'module', 'cells': [{'name', 'graded', 'source'}]}`: `notebook`'s graded cells and the cells they need."
     run = NotebookRun(notebook)
     if not run.module_name:
@@ -103,7 +103,7 @@ def _raised_on(error: BaseException, filename: str) -> int | None:
 
 def run_program(program: dict, export, cell_timeout: int) -> dict:
     """`{'import_error', 'parts': {name: None (passed) or its error's first line}, 'hidden': [names]}`: the program's
-    cells run against the student's `export`, at most `cell_timeout` seconds each (see `test_program`)."""
+    cells run against the student's `export`, at most `cell_timeout` seconds each (see `recheck_program`)."""
     if type(cell_timeout) is not int or cell_timeout < 1:
         raise ValueError(f"cell_timeout={cell_timeout!r}: expected a whole number of seconds, at least 1")
     try:
@@ -205,7 +205,7 @@ def recheck_command(export, results, cell_timeout: int) -> list:
             '--results', str(results), '--cell-timeout', str(cell_timeout)]
 
 def recheck_input(token: str, program: dict) -> str:
-    "What the grader writes on the re-check's stdin: the token and the test program (`test_program`), as JSON."
+    "What the grader writes on the re-check's stdin: the token and the test program (`recheck_program`), as JSON."
     return json.dumps({'token': token, 'program': program})
 
 def _parser() -> argparse.ArgumentParser:
