@@ -3,10 +3,17 @@
 
     .venv/bin/python benchmarks/bench_grading.py [--n 20]
     .venv/bin/python benchmarks/bench_grading.py --limits [--n 8] [--rounds 2]
+    .venv/bin/python benchmarks/bench_grading.py --compare OTHER_CHECKOUT [--n 4] [--rounds 2]
 
 `--limits` instead compares `tinytorch grade --jobs 2` with the default per-submission limits (memory,
 processes, disk) against the same run with every limit off, side by side (the order swapped each round),
 and reports seconds per submission and the peak memory of the grader and everything it started (sampled).
+
+`--compare DIR` grades the same class with `tinytorch grade --jobs 1` from this checkout and from another one
+(DIR, with its own `.venv`, e.g. the main branch), side by side (the order swapped each round), each also once
+with nobody to grade (its fixed cost per run), and reports the CPU seconds of everything each run started
+(counted in a cgroup, as bench_shards.py does) and its wall time: per submission after the fixed cost, and the
+ratio this / other.
 
 Submissions are generated from the real release (full-marks solutions, untouched releases and a
 broken function, in rotation). Prints a table; writes benchmarks/results/grading.json.
@@ -14,6 +21,7 @@ broken function, in rotation). Prints a table; writes benchmarks/results/grading
 import argparse
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -112,12 +120,58 @@ def compare_limits(n: int, rounds: int):
     (out / "grading_limits.json").write_text(json.dumps({"n": n, "seconds_per_submission": times, "peak_bytes": peaks}, indent=1))
 
 
+def compare_trees(other: Path, n: int, rounds: int):
+    "CPU and wall seconds per submission of `tinytorch grade --jobs 1` from this checkout and from `other`, side by side."
+    from bench_shards import CpuMeter, LoadSampler
+    from tinytorch.course.shards import shard_of
+    trees = {"this": ROOT, "other": Path(other).resolve()}
+    runs = {name: {"fixed": [], "class": []} for name in trees}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        students = make_submissions(work / "submissions", n)
+        empty = next(k for k in range(1, 100) if all(shard_of(s, 99) != k for s in students))
+        for r in range(rounds):
+            for name in (list(trees) if r % 2 == 0 else list(reversed(trees))):
+                tree = trees[name]
+                base = [str(tree / ".venv" / "bin" / "tinytorch"), "grade", "11", "submissions", "--nbs",
+                        str(tree / "nbs"), "--jobs", "1"]
+                for kind, extra in (("fixed", ["--shard", f"{empty}/99"]), ("class", [])):
+                    with CpuMeter() as meter, LoadSampler() as load:
+                        start = time.perf_counter()
+                        run = subprocess.run(meter.wrap(base + ["--course", f"c-{name}-{kind}-{r}", *extra]), cwd=work,
+                                             capture_output=True, text=True)
+                        seconds, cpu = time.perf_counter() - start, meter.seconds()
+                    assert run.returncode == 0, f"{name} {kind}: exit {run.returncode}\n{run.stdout[-1500:]}\n{run.stderr[-1500:]}"
+                    runs[name][kind].append({"cpu": cpu, "wall": seconds, "load": load.summary()})
+    print(f"tinytorch grade --jobs 1, {n} submissions of 11_embeddings, {rounds} round(s); isolation: {isolation_level()}")
+    print(f"this = {ROOT}, other = {trees['other']}")
+    print(f"{'tree':<6} {'round':>5} {'fixed CPU s':>11} {'class CPU s':>11} {'CPU s/sub':>9} {'wall s/sub':>10}   load")
+    per_sub = {name: [] for name in trees}
+    for name in trees:
+        for r, (f, c) in enumerate(zip(runs[name]["fixed"], runs[name]["class"])):
+            cpu_sub, wall_sub = (c["cpu"] - f["cpu"]) / n, (c["wall"] - f["wall"]) / n
+            per_sub[name].append(cpu_sub)
+            print(f"{name:<6} {r:>5} {f['cpu']:>11.1f} {c['cpu']:>11.1f} {cpu_sub:>9.2f} {wall_sub:>10.2f}   {c['load']}")
+    med = {name: sorted(v)[len(v) // 2] for name, v in per_sub.items()}
+    fixed = {name: sorted(x["cpu"] for x in runs[name]["fixed"])[rounds // 2] for name in trees}
+    print(f"CPU s per submission (median): this {med['this']:.2f}, other {med['other']:.2f}, "
+          f"this / other {med['this'] / med['other']:.2f}x; fixed CPU s per run: this {fixed['this']:.1f}, "
+          f"other {fixed['other']:.1f} ({fixed['this'] / fixed['other']:.2f}x)")
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "grading_compare.json").write_text(json.dumps({"n": n, "trees": {k: str(v) for k, v in trees.items()},
+                                                         "runs": runs}, indent=1))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=20)
     parser.add_argument("--limits", action="store_true", help="compare the default limits with none (--jobs 2)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--compare", metavar="DIR", help="another checkout (with its .venv) to compare with, side by side")
     args = parser.parse_args()
+    if args.compare:
+        return compare_trees(Path(args.compare), args.n, args.rounds)
     if args.limits:
         return compare_limits(args.n, args.rounds)
     with tempfile.TemporaryDirectory() as tmp:
