@@ -213,6 +213,8 @@ def test_the_kernels_file_system_and_the_rechecks_hold_nothing_secret(graded):
     said = leaked(log_entry(graded["log"], "walker-message"))
     assert said and all(".ipynb: " not in text and ".db: " not in text for text in said), said
     assert any(text.startswith("memory: ") for text in said), said
+    # the file it wrote beside itself, in both processes, went nowhere: not into the course, not onto a page
+    assert not list(graded["course"].rglob("leak.txt")), list(graded["course"].rglob("leak.txt"))
 
 
 def test_nothing_the_recheck_said_reaches_a_student(graded):
