@@ -37,7 +37,7 @@ from tinytorch.course.notebooks import (
 )
 from tinytorch.course.provenance import (
     Refused, clear_submissions, copied_reasons, link_reason, links_under, notebook_digest, read_cleared, read_no_follow,
-    read_receipts, receipts_path,
+    read_receipts,
 )
 from .recheck import RecheckFailed, RecheckResult, new_token, read_results, recheck_command
 from tinytorch.course.sandbox import (
@@ -305,8 +305,8 @@ class Found(NamedTuple):
 def _notebooks(folder: Path) -> list:
     return sorted(p.name for p in folder.glob('*.ipynb') if not p.name.startswith('.'))
 
-def _links_on_the_way(student_dir: Path, assignment: str) -> list:
-    "The student's folder, or its assignment folder or anything directly in it, as a link (`link_reason`)."
+def _links_on_the_way(student_dir: Path) -> list:
+    "The student's folder, or anything directly in it (such as the assignment folder), as a link (`link_reason`)."
     s = student_dir.name
     if student_dir.is_symlink():
         return [link_reason(student_dir, s)]
@@ -318,7 +318,7 @@ def _not_graded_for(links: list) -> str:
 def _find_one(student_dir: Path, notebook_name: str, assignment: str) -> Found:
     "What `student_dir` holds: `<assignment>/<notebook>` (nbgrader's collected layout) or `<notebook>`."
     s, flat, nested = student_dir.name, student_dir / notebook_name, student_dir / assignment
-    linked = _links_on_the_way(student_dir, assignment)
+    linked = _links_on_the_way(student_dir)
     if linked:
         return Found(s, None, f"{s}/{notebook_name}", None, _not_graded_for(linked))
     if flat.exists() and (nested / notebook_name).exists():
