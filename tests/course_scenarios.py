@@ -13,14 +13,43 @@ def src(cell):
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
 
-def solve(release, source):
-    "The release with every solution cell replaced by the reference code, and written answers filled in."
+# Where a student's solution begins and ends: nbgrader's own markers never appear in a student's notebook (a
+# submission holding them is held at 0 as a copy of the instructor's notebook).
+MY_BEGIN, MY_END = "# my solution:", "# end of my solution"
+
+
+def in_own_words(cell_source):
+    """The instructor's solution cell as a student who worked it out would hand it in: the markers become the
+    student's own comments, and each solution region carries a note of theirs (so it isn't the instructor's code
+    unchanged, which is held at 0 as a copy)."""
+    out, region = [], None
+    for line in cell_source.splitlines():
+        stripped = line.strip()
+        if stripped == "### BEGIN SOLUTION":
+            out.append(line.replace("### BEGIN SOLUTION", MY_BEGIN))
+            region = []
+        elif stripped == "### END SOLUTION":
+            out.append(line.replace("### END SOLUTION", MY_END))
+            region = None
+        else:
+            if region is not None and len(region) == 1:       # after the region's first line
+                indent = line[:len(line) - len(line.lstrip())] or region[0][:len(region[0]) - len(region[0].lstrip())]
+                out.append(f"{indent}# worked out in my own words")
+            out.append(line)
+            if region is not None:
+                region.append(line)
+    return "\n".join(out)
+
+
+def solve(release, source, own_words=False):
+    """The release with every solution cell replaced by the instructor's code, and written answers filled in; with
+    `own_words`, that code as a student hands it in (`in_own_words`): what `tinytorch grade` grades as usual."""
     nb = copy.deepcopy(release)
     ref = cells_by_id(source)
     for cell in nb["cells"]:
         g = cell.get("metadata", {}).get("nbgrader") or {}
         if g.get("solution") and cell["cell_type"] == "code":
-            cell["source"] = src(ref[cell["id"]])
+            cell["source"] = in_own_words(src(ref[cell["id"]])) if own_words else src(ref[cell["id"]])
         elif g.get("solution"):
             cell["source"] = "My answer: the table costs vocab x dim x 4 bytes, so ..."
     return nb
@@ -51,7 +80,7 @@ def build(release, source, paths):
     optionally, for the vandal, 'nbs' (the source notebooks' folder), 'package' (a file of the installed package)
     and 'work' (the folder that holds the grading work folders: the temporary folder of the grading run)."""
     paths = {"nbs": "/nonexistent", "package": "/nonexistent", "work": "/nonexistent", **paths}
-    solved = solve(release, source)
+    solved = solve(release, source, own_words=True)
     subs = {}
     subs["reference"] = solved
     subs["untouched"] = copy.deepcopy(release)
@@ -61,8 +90,8 @@ def build(release, source, paths):
     subs["test-edited-to-pass"] = edit(broken_sinusoid(solved), "sinusoidal-test",
                                        lambda s: "#| points: 3\ndef test_sinusoidal_table():\n    pass\n\ntest_sinusoidal_table()")
     # never ends, but waits: the CPU stays free for the rest of the class
-    subs["infinite-loop"] = replace(solved, "sinusoidal", "### BEGIN SOLUTION",
-                                    "### BEGIN SOLUTION\n    import time\n    while max_seq_length == 50:\n        time.sleep(0.1)")
+    subs["infinite-loop"] = replace(solved, "sinusoidal", MY_BEGIN,
+                                    MY_BEGIN + "\n    import time\n    while max_seq_length == 50:\n        time.sleep(0.1)")
     subs["syntax-error"] = replace(solved, "init", "    shape = (vocab_size, embedding_dim)", "    shape = (vocab_size, embedding_dim")
     stripped = copy.deepcopy(solved)
     for cell in stripped["cells"]:
@@ -74,8 +103,8 @@ def build(release, source, paths):
     twin["id"] = "scatter-copy"
     dup["cells"].insert(i + 1, twin)
     subs["duplicated-cell"] = dup
-    subs["vandal"] = replace(solved, "as-ids", "    ### END SOLUTION", "    ### END SOLUTION\n" + _VANDALISM.format(**paths))
-    subs["snoop"] = replace(solved, "as-ids", "    ### END SOLUTION", "    ### END SOLUTION\n" + _SNOOPING.format(**paths))
+    subs["vandal"] = replace(solved, "as-ids", "    " + MY_END, "    " + MY_END + "\n" + _VANDALISM.format(**paths))
+    subs["snoop"] = replace(solved, "as-ids", "    " + MY_END, "    " + MY_END + "\n" + _SNOOPING.format(**paths))
     skip = broken_sinusoid(solved)
     cells_by_id(skip)["sinusoidal-test"]["metadata"]["tags"] = ["skip-execution"]
     subs["skip-tag"] = skip
@@ -87,18 +116,18 @@ def build(release, source, paths):
              if c["cell_type"] == "code" and (c["metadata"].get("nbgrader") or {}).get("grade")]
     fake = _FAKE_RESULTS.format(passed={gid: None for gid in tests})
     subs["fake-marker"] = replace(edit(broken_sinusoid(solved), "as-ids", lambda s: s.replace(
-        "    ### END SOLUTION", "    ### END SOLUTION\n" + fake + _LAST_WORD)), "sinusoidal", "### BEGIN SOLUTION",
-        "### BEGIN SOLUTION\n    _say_passed()")
-    subs["forged-results"] = replace(broken_sinusoid(solved), "as-ids", "    ### END SOLUTION",
-                                     "    ### END SOLUTION\n" + fake + _FORGERY)
+        "    " + MY_END, "    " + MY_END + "\n" + fake + _LAST_WORD)), "sinusoidal", MY_BEGIN,
+        MY_BEGIN + "\n    _say_passed()")
+    subs["forged-results"] = replace(broken_sinusoid(solved), "as-ids", "    " + MY_END,
+                                     "    " + MY_END + "\n" + fake + _FORGERY)
     # Named to sort first: a class is graded in the order of its folders, so this one, which runs until the wall-clock
     # limit kills it, is graded while the other job slots work through the rest of the class.
     subs["a-sigint-proof-loop"] = replace(
-        solved, "sinusoidal", "### BEGIN SOLUTION",
-        "### BEGIN SOLUTION\n    if max_seq_length == 50:\n        import signal\n"
+        solved, "sinusoidal", MY_BEGIN,
+        MY_BEGIN + "\n    if max_seq_length == 50:\n        import signal\n"
         "        signal.signal(signal.SIGINT, signal.SIG_IGN)\n        import time\n        while True:\n"
         "            time.sleep(1)")   # waits, never ends, yet leaves the CPU to the rest of the class
-    subs["honest-tmp"] = replace(solved, "sinusoidal", "### BEGIN SOLUTION", "### BEGIN SOLUTION\n" + _HONEST_TMP)
+    subs["honest-tmp"] = replace(solved, "sinusoidal", MY_BEGIN, MY_BEGIN + "\n" + _HONEST_TMP)
     for kind, code in RUNAWAYS.items():
         subs[f"runaway-{kind}"] = insert_cell(solved, "as-ids", f"runaway-{kind}", code)
     return subs

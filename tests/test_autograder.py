@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("nbgrader")
 jsonschema = pytest.importorskip("jsonschema")
 
-from course_scenarios import build, replace, solve, without_demos, demo_cells  # noqa: E402
+from course_scenarios import MY_END, build, replace, without_demos, demo_cells  # noqa: E402
 from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
 from tinytorch.course.grade_table import grades_by_student  # noqa: E402
 from tinytorch.course.sandbox import _python_folders  # noqa: E402
@@ -179,10 +179,11 @@ def submissions(release_11) -> dict:
     released = json.loads(release_11.read_text())
     source = json.loads(SOURCE.read_text())
     subs = build(released, source, {"course": "/nonexistent", "submissions": "/nonexistent"})
-    subs["snoop-platform"] = replace(solve(released, source), "as-ids", "    ### END SOLUTION", "    ### END SOLUTION\n" + _SNOOP)
+    solved = subs["reference"]                       # the instructor's code in a student's words (a copy is held at 0)
+    subs["snoop-platform"] = replace(solved, "as-ids", "    " + MY_END, "    " + MY_END + "\n" + _SNOOP)
     # an odd width's cosines shifted by one frequency: the visible test's odd-width checks (shape, the last sine) pass,
     # the hidden test's cosine at [3, 5] does not
-    subs["odd-dim-cosines"] = replace(solve(released, source), "sinusoidal",
+    subs["odd-dim-cosines"] = replace(solved, "sinusoidal",
                                       "np.cos(angles[:, :embedding_dim // 2])",
                                       "np.cos(angles[:, 1:] if embedding_dim % 2 else angles)")
     demos = demo_cells(released)

@@ -15,8 +15,8 @@ from .course.errors import BadInput, MissingInput, OutputInTheWay, UsageError
 # %% auto #0
 __all__ = ['EXPORT_FORMATS', 'COMMAND_MODULES', 'EXTRAS', 'COMMAND_EXTRAS', 'DemoInputError', 'read_text_file', 'demo',
            'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_formgrade', 'cmd_grades', 'cmd_docs',
-           'cmd_metadata', 'cmd_grade_merge', 'missing_extra', 'available_commands', 'cmd_autograder', 'build_parser',
-           'main']
+           'cmd_metadata', 'cmd_grade_merge', 'missing_extra', 'available_commands', 'cmd_autograder', 'cmd_collect',
+           'build_parser', 'main']
 
 # %% ../nbs/92_cli.ipynb #demo
 class DemoInputError(BadInput):
@@ -130,7 +130,8 @@ def cmd_grade(args) -> int:
     results, csv_path = grade(args.module, args.submissions, _nbs_dir(args.nbs),
                               _folder_to_write(args.course, '--course'), jobs=args.jobs,
                               cell_timeout=args.cell_timeout, wall_seconds=args.wall_seconds,
-                              sandbox=not args.no_sandbox, shard=args.shard, limits=limits, late=late)
+                              sandbox=not args.no_sandbox, shard=args.shard, limits=limits, late=late,
+                              clear=args.clear)
     if roster is not None:
         for line in apply_roster(csv_path.parent, roster, [r.student for r in results]):
             print(line)
@@ -296,6 +297,9 @@ def _add_grade(sub):
                    "%% of its points a late submission keeps at least (e.g. 50; default 0)")
     p.add_argument('--extensions', metavar='FILE', help="CSV of extensions: a student column (student, student_id "
                    "or id) and one of due (a time), days or hours")
+    p.add_argument('--clear', metavar='STUDENT', action='append', default=[], help="grade STUDENT's held submission "
+                   "(flagged as a copy of your notebook) as usual, once you have looked at it; repeat for more "
+                   "students; kept in COURSE/cleared_<assignment>.csv for that notebook only")
     p.add_argument('--roster', metavar='FILE', help="class roster CSV (id, names, email, LMS ids, section) or Canvas' "
                    "gradebook export: names in the gradebook, and who is missing")
     p.set_defaults(func=cmd_grade)
@@ -402,6 +406,25 @@ def _add_autograder(sub):
 _ADD_COMMAND['autograder'] = _add_autograder
 COMMAND_MODULES['autograder'] = 'autograder'
 COMMAND_EXTRAS['autograder'] = 'course'
+
+# %% ../nbs/92_cli.ipynb #collect-cmd
+def cmd_collect(args) -> int:
+    from tinytorch.course.collect import collect
+    return collect(args.assignment, args.course, update=args.update)
+
+def _add_collect(sub):
+    p = sub.add_parser('collect', help="nbgrader collect, copying nothing through a symbolic link and keeping when "
+                       "each submission reached the exchange (for grade's late policy)")
+    p.add_argument('assignment', help="the assignment's name in nbgrader, e.g. 11_embeddings")
+    p.add_argument('--course', metavar='DIR', default='.', help="your nbgrader course folder, with its "
+                   "nbgrader_config.py naming the exchange (default: the current folder)")
+    p.add_argument('--update', action='store_true', help="replace a collected submission by a newer one (nbgrader's "
+                   "--update)")
+    p.set_defaults(func=cmd_collect)
+
+_ADD_COMMAND['collect'] = _add_collect
+COMMAND_MODULES['collect'] = 'collect'
+COMMAND_EXTRAS['collect'] = 'course'
 
 # %% ../nbs/92_cli.ipynb #entry
 def build_parser() -> argparse.ArgumentParser:

@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
@@ -33,7 +34,11 @@ from tinytorch.course.gradebook import (
     write_submission_course,
 )
 from tinytorch.course.notebooks import (
-    NotebookError, cell_source, default_exp, find_notebook, is_exported, read_nb,
+    NotebookError, cell_source, default_exp, find_notebook, is_exported, read_nb, reads_nb,
+)
+from tinytorch.course.provenance import (
+    Refused, clear_submissions, copied_reasons, link_reason, links_under, notebook_digest, read_cleared, read_no_follow,
+    read_receipts,
 )
 from tinytorch.course.recheck import (
     RecheckFailed, RecheckResult, new_token, read_results, recheck_command, recheck_input, recheck_program,
@@ -176,6 +181,7 @@ class GradingSetup:
     limits: Limits = Limits(None, None, None)   # what each run may use (the ones that hold here)
     late: LateWork = field(default_factory=LateWork)   # due date, extensions, late policy
     program: dict | None = None      # the re-check's tests, hidden ones included (`recheck_program` of `notebook`)
+    cleared: dict = field(default_factory=dict)        # student -> SHA-256 of a held notebook you cleared (--clear)
 
 # %% ../../nbs/93_grading.ipynb #parts
 def empty_parts(source: dict) -> dict:
@@ -345,14 +351,28 @@ class Found(NamedTuple):
     folder: Path | None = None     # nbgrader's collected folder (timestamp.txt, submission_secret.txt); None: flat layout
     problem: str | None = None     # why nothing is graded
     notes: tuple = ()              # flags for a graded submission
+    received: datetime | None = None   # when nbgrader's exchange received it (`tinytorch collect`'s receipt)
 
 # %% ../../nbs/93_grading.ipynb #find-one
 def _notebooks(folder: Path) -> list:
     return sorted(p.name for p in folder.glob('*.ipynb') if not p.name.startswith('.'))
 
+def _links_on_the_way(student_dir: Path) -> list:
+    "The student's folder, or anything directly in it (such as the assignment folder), as a link (`link_reason`)."
+    s = student_dir.name
+    if student_dir.is_symlink():
+        return [link_reason(student_dir, s)]
+    return [link_reason(p, f"{s}/{p.name}") for p in sorted(student_dir.iterdir()) if p.is_symlink()]
+
+def _not_graded_for(links: list) -> str:
+    return "not graded, a symbolic link is on its path: " + '; '.join(links)
+
 def _find_one(student_dir: Path, notebook_name: str, assignment: str) -> Found:
     "What `student_dir` holds: `<assignment>/<notebook>` (nbgrader's collected layout) or `<notebook>`."
     s, flat, nested = student_dir.name, student_dir / notebook_name, student_dir / assignment
+    linked = _links_on_the_way(student_dir)
+    if linked:
+        return Found(s, None, f"{s}/{notebook_name}", None, _not_graded_for(linked))
     if flat.exists() and (nested / notebook_name).exists():
         return Found(s, None, f"{s}/{notebook_name}", nested, f"two submissions, {s}/{notebook_name} and "
                      f"{s}/{assignment}/{notebook_name}: keep one")
@@ -360,6 +380,9 @@ def _find_one(student_dir: Path, notebook_name: str, assignment: str) -> Found:
     chosen, folder = where / notebook_name, nested if nested.is_dir() else None
     others = [n for n in _notebooks(where) if n != notebook_name]
     shown = f"{shown_dir}/{notebook_name}"
+    linked = links_under(where, shown_dir)
+    if linked:
+        return Found(s, None, shown, folder, _not_graded_for(linked))
     if chosen.is_symlink() or (chosen.exists() and not chosen.is_file()):
         return Found(s, None, shown, folder, f"{shown} is not a regular file")
     if not chosen.exists():
@@ -374,7 +397,8 @@ def _find_one(student_dir: Path, notebook_name: str, assignment: str) -> Found:
 def find_submissions(submissions_dir, notebook_name: str, assignment: str | None = None) -> list:
     "A `Found` for each student folder in `submissions_dir`, sorted by student."
     assignment = assignment or Path(notebook_name).stem
-    folders = sorted(p for p in Path(submissions_dir).iterdir() if p.is_dir() and not p.name.startswith('.'))
+    folders = sorted(p for p in Path(submissions_dir).iterdir()
+                     if (p.is_dir() or p.is_symlink()) and not p.name.startswith('.'))
     return [_find_one(p, notebook_name, assignment) for p in folders]
 
 # %% ../../nbs/93_grading.ipynb #find-module
@@ -444,9 +468,11 @@ def _publish(setup: GradingSetup, course_dir: Path, result: StudentResult, hidde
 # %% ../../nbs/93_grading.ipynb #collect-snapshot
 _EXCHANGE_FILES = ('timestamp.txt', 'submission_secret.txt')   # what nbgrader's release_feedback reads back
 
-def _snapshot_submissions(subs: list, folder: Path) -> list:
+def _snapshot_submissions(subs: list, folder: Path, root: Path | None = None) -> list:
     """Copy every submission (with its exchange files) into a root-only folder first: a submission graded early
-    can't change a later one. Returns `subs` with each path (and collected folder) pointing at its copy."""
+    can't change a later one. Files are read without following a link anywhere below `root` (the submissions
+    folder; default: each notebook's folder). Returns `subs` with each path (and collected folder) pointing at
+    its copy, or refused when its notebook became a link or something else after it was found."""
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(mode=0o700)
@@ -455,13 +481,18 @@ def _snapshot_submissions(subs: list, folder: Path) -> list:
         if found.path is None:
             out.append(found)
             continue
-        dest = folder / f"{len(out):04d}"
+        dest, base = folder / f"{len(out):04d}", Path(root) if root is not None else found.path.parent
         dest.mkdir()
-        shutil.copy(found.path, dest / found.path.name)
+        try:
+            (dest / found.path.name).write_bytes(read_no_follow(base, found.path.relative_to(base), found.shown))
+        except Refused as e:
+            out.append(found._replace(path=None, problem=f"not graded: {e}"))
+            continue
         for name in _EXCHANGE_FILES if found.folder is not None else ():
-            src = found.folder / name
-            if src.is_file() and not src.is_symlink() and src.stat().st_size <= 4096:
-                shutil.copy(src, dest / name)
+            try:
+                (dest / name).write_bytes(read_no_follow(base, (found.folder / name).relative_to(base), limit=4096))
+            except Refused:
+                pass                                 # missing, too large, or a link: never read
         out.append(found._replace(path=dest / found.path.name, folder=dest if found.folder is not None else None))
     return out
 
@@ -495,13 +526,27 @@ def _refused(setup: GradingSetup, found: Found) -> StudentResult | None:
            else found.problem)
     return why and StudentResult(found.student, empty_parts(setup.source), failure=why, sandboxed=setup.sandbox is not None)
 
+def _held(setup: GradingSetup, found: Found) -> StudentResult | None:
+    """The result of a submission that looks copied from the instructor's notebook (`copied_reasons`) and that you
+    haven't cleared: every part at 0, flagged with why; None when it is graded as usual."""
+    try:
+        data = found.path.read_bytes()                   # the grader's snapshot
+        reasons = copied_reasons(reads_nb(data.decode('utf-8'), found.shown), setup.source)
+    except (NotebookError, UnicodeDecodeError, OSError):
+        return None                                      # grade_one says why it can't be read
+    if not reasons or setup.cleared.get(found.student) == notebook_digest(data):
+        return None
+    flags = [f"held at 0 until you clear it: {why}" for why in reasons]
+    flags.append(f"after looking at {found.shown}, `tinytorch grade ... --clear {found.student}` grades it as usual")
+    return StudentResult(found.student, empty_parts(setup.source), flags=flags, sandboxed=setup.sandbox is not None)
+
 def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: list, log) -> list:
     slots = queue.Queue()                                   # the user id each free slot grades as (None: no uid)
     for uid in uids:
         slots.put(uid)
 
     def work(found: Found):
-        refused = _refused(setup, found)
+        refused = _refused(setup, found) or _held(setup, found)
         if refused:
             return refused
         uid = slots.get()
@@ -529,12 +574,20 @@ def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: lis
     return results
 
 # %% ../../nbs/93_grading.ipynb #late-record
+_STAMP_TOLERANCE = 120    # seconds timestamp.txt may come before the receipt: nbgrader writes it, then copies the files
+
 def _record_lateness(late: LateWork, found: Found, result: StudentResult):
-    "The submission's timestamp, seconds late and late penalty on `result`; a timestamp that is needed and can't be had is flagged."
+    """The submission's time (the exchange's receipt when there is one, else timestamp.txt), seconds late and late
+    penalty on `result`; a time that is needed and can't be had, or a timestamp.txt before the receipt, is flagged."""
     folder = found.folder
-    when, problem = read_timestamp(folder, found.shown.rsplit('/', 1)[0]) if folder is not None else (None, None)
-    result.timestamp = when
-    if problem and (late.due is not None or not problem.endswith('is missing')):
+    stamp, problem = read_timestamp(folder, found.shown.rsplit('/', 1)[0]) if folder is not None else (None, None)
+    when = result.timestamp = found.received or stamp
+    if found.received is not None:
+        if stamp is not None and (found.received - stamp).total_seconds() > _STAMP_TOLERANCE:
+            result.flags.append(f"timestamp.txt says {stamp:%Y-%m-%d %H:%M:%S} UTC, but the exchange received the "
+                                f"submission at {found.received:%Y-%m-%d %H:%M:%S} UTC: lateness counts from the "
+                                "exchange's time")
+    elif problem and (late.due is not None or not problem.endswith('is missing')):
         result.flags.append(f"{problem}: lateness unknown, no late penalty applied")
     elif folder is None and late.due is not None:
         result.flags.append(f"{found.shown} has no timestamp (not collected from nbgrader's exchange): lateness "
@@ -543,19 +596,60 @@ def _record_lateness(late: LateWork, found: Found, result: StudentResult):
     settle_statuses(result)
     result.late_penalty = late.policy.penalty(import_total(result), result.seconds_late)
 
+# %% ../../nbs/93_grading.ipynb #batch-provenance
+def _with_receipts(subs: list, receipts: dict | None, late: LateWork, log) -> list:
+    """Each collected submission with its receipt (`tinytorch collect`'s `receipts_<assignment>.json`, None: none):
+    refused when collect refused it, flagged when it has none and a due date needs its time."""
+    collected = [f for f in subs if f.folder is not None]
+    if collected and receipts is None:
+        log("no receipts from `tinytorch collect` next to the submissions: links in the exchange were not checked, "
+            "and each submission's time is its timestamp.txt, which the student wrote")
+    out = []
+    for f in subs:
+        receipt = (receipts or {}).get(f.student)
+        if f.folder is None:
+            out.append(f)
+        elif receipt is not None and receipt.problems:
+            out.append(f._replace(path=None, problem="not collected from the exchange: " + '; '.join(receipt.problems)))
+        elif receipt is not None:
+            out.append(f._replace(received=receipt.received))
+        else:
+            note = (f"{f.shown} has no receipt from the exchange (not collected by `tinytorch collect`): its time is "
+                    "timestamp.txt, which the student wrote")
+            out.append(f._replace(notes=f.notes + (note,)) if late.due is not None else f)
+    return out
+
+def _clear(setup: GradingSetup, subs: list, clear, course_dir: Path, log):
+    "Record `clear`'s students' notebooks (as handed in now) as cleared, and keep the course's clearances on `setup`."
+    digests = {f.student: notebook_digest(f.path.read_bytes()) for f in subs if f.student in clear and f.path}
+    if digests:
+        path = clear_submissions(course_dir, setup.assignment, digests)
+        log(f"cleared by you, graded as usual: {', '.join(sorted(digests))} (kept in {path.name})")
+    setup.cleared = read_cleared(course_dir, setup.assignment)
+
+def _check_clear(clear, found: list, submissions_dir: Path):
+    "BadInput, before anything is written, when `--clear` names a student with no notebook in the submissions."
+    unknown = sorted(set(clear) - {f.student for f in found if f.path is not None})
+    if unknown:
+        raise BadInput(f"--clear {', '.join(unknown)}: no notebook of {'that student' if len(unknown) == 1 else 'those students'} "
+                       f"in {submissions_dir} to clear")
+
 # %% ../../nbs/93_grading.ipynb #batch
 def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1, cell_timeout: int = 30,
           wall_seconds: float = 300, sandbox: bool = True, log=print, shard=None, limits: Limits | None = None,
-          late: LateWork | None = None) -> tuple:
+          late: LateWork | None = None, clear=()) -> tuple:
     """Grade every submission (with `shard='K/N'`, only shard K of N's); returns (results, path of the grades
     CSV). Raises `SandboxUnavailable`, before anything is written, when no sandbox can be had and `sandbox` is True.
     `limits` (default `Limits()`) caps what each submission may use; a limit that can't hold here is logged in one line.
-    `late` (default: no due date) is the due date, extensions and late policy, kept as COURSE/late_work.json."""
+    `late` (default: no due date) is the due date, extensions and late policy, kept as COURSE/late_work.json.
+    `clear` names students whose held submission (`_held`) you looked at: their notebook as it is now is graded."""
     shard = parse_shard(shard) if shard is not None else None     # a bad value fails before any work
     submissions_dir = Path(submissions_dir)
     if not submissions_dir.is_dir():
         raise MissingInput(f"{submissions_dir}: no such folder (expected SUBMISSIONS/<student>/<notebook>.ipynb or "
                            "nbgrader's collected SUBMISSIONS/<student>/<assignment>/<notebook>.ipynb)")
+    if clear:
+        _check_clear(clear, find_submissions(submissions_dir, find_notebook(module, nbs_dir).name), submissions_dir)
     course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
     level = isolation_level(sandbox)
     held, cannot = enforced(Limits() if limits is None else limits, level)
@@ -569,7 +663,9 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
         if shard:
             log(f"shard {shard[0]}/{shard[1]}: {len(mine)} of the {len(found)} submission(s) in {submissions_dir}"
                 + ('' if mine else '; nothing to grade here, the grades CSV holds its header only'))
-        subs = _snapshot_submissions(mine, course_dir / '.snapshot')
+        mine = _with_receipts(mine, read_receipts(submissions_dir.parent, setup.assignment), setup.late, log)
+        subs = _snapshot_submissions(mine, course_dir / '.snapshot', submissions_dir)
+        _clear(setup, subs, clear, course_dir, log)
         log(f"grading {len(subs)} submission(s) of {setup.assignment} with {jobs} job(s); isolation: "
             + _isolation_text(level))
         log(f"limits per submission: {describe_limits(held)}")
