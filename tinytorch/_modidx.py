@@ -950,5 +950,5 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                 'tinytorch/course/untrusted_text.py'),
                                                  'tinytorch.course.untrusted_text.markdown_text': ( 'untrusted_text.html#markdown_text',
                                                                                                     'tinytorch/course/untrusted_text.py'),
-                                                 'tinytorch.course.untrusted_text.shown': ( 'untrusted_text.html#shown',
-                                                                                            'tinytorch/course/untrusted_text.py')}}}
+                                                 'tinytorch.course.untrusted_text.printable': ( 'untrusted_text.html#printable',
+                                                                                                'tinytorch/course/untrusted_text.py')}}}

@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .errors import BadInput, MissingInput
+from .untrusted_text import csv_row, csv_value, printable
 
 # %% auto #0
 __all__ = ['UNSANDBOXED', 'CSV_FIELDS', 'Part', 'StudentResult', 'part_status', 'settle_statuses', 'import_score', 'import_total',
@@ -117,12 +118,12 @@ def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
             for gid, p in r.parts.items():
                 status, reason = statuses[gid]
                 points = None if status == 'needs manual grading' else p.nbgrader_points
-                w.writerow({'student': r.student, 'part': gid, 'kind': p.kind, 'points': _points_text(points),
+                w.writerow(csv_row({'student': r.student, 'part': gid, 'kind': p.kind, 'points': _points_text(points),
                             'max_points': _points_text(p.max_points), 'recheck_points': _points_text(p.recheck_points),
                             'status': status, 'reason': reason, 'assignment': assignment,
                             'score': _points_text(import_score(status, points, p.recheck_points)),
                             'timestamp': _time_text(r.timestamp), 'seconds_late': _points_text(r.seconds_late),
-                            'late_penalty': _points_text(r.late_penalty)})
+                            'late_penalty': _points_text(r.late_penalty)}))
     return path
 
 # %% ../../nbs/93d_grade_table.ipynb #read-csv
@@ -161,7 +162,7 @@ def read_grades_csv(path) -> list:
     for number, line in enumerate(lines[1:], start=1):
         if len(line) != len(header):
             raise BadInput(f"{path}: row {number} has {len(line)} fields, expected {len(header)}")
-    rows = [dict(zip(header, line)) for line in lines[1:]]
+    rows = [dict(zip(header, map(csv_value, line))) for line in lines[1:]]
     if header == CSV_FIELDS:
         return rows
     if header == _BEFORE_LATE:
@@ -181,8 +182,8 @@ def write_grading_log(results: list, path: Path, assignment: str) -> Path:
     lines = [f"tinytorch grade: {assignment}, {len(results)} submission(s)", '']
     for r in results:
         if r.failure or r.flags:
-            lines.append(f"{r.student}: {'failed' if r.failure else 'flagged'}")
-            lines += [f"  - {text}" for text in ([r.failure] if r.failure else r.flags)]
+            lines.append(f"{printable(r.student)}: {'failed' if r.failure else 'flagged'}")
+            lines += [f"  - {printable(text, keep_newlines=True)}" for text in ([r.failure] if r.failure else r.flags)]
     if len(lines) == 2:
         lines.append('every submission was graded cleanly')
     path.write_text('\n'.join(lines) + '\n', encoding='utf-8')

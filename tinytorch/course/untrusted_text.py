@@ -9,16 +9,16 @@ import re
 import unicodedata
 
 # %% auto #0
-__all__ = ['shown', 'csv_cell', 'csv_value', 'csv_row', 'markdown_text']
+__all__ = ['printable', 'csv_cell', 'csv_value', 'csv_row', 'markdown_text']
 
-# %% ../../nbs/93m_untrusted_text.ipynb #shown
+# %% ../../nbs/93m_untrusted_text.ipynb #printable
 _HIDDEN = {'Cc', 'Cf', 'Cs', 'Zl', 'Zp'}      # controls, invisible formatting, lone surrogates, line/paragraph separators
 _NAMED = {'\n': '\\n', '\r': '\\r', '\t': '\\t'}
 
 def _escape(c: str) -> str:
     return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
 
-def shown(text, keep_newlines: bool = False) -> str:
+def printable(text, keep_newlines: bool = False) -> str:
     "`text` as a terminal or a log may show it: every control, invisible or separator character as a visible escape."
     text = str(text)
     if text.isprintable() and '\u00ad' not in text:               # the common case, checked in C
@@ -54,4 +54,4 @@ _MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>$])")
 def markdown_text(text) -> str:
     "`text` shown literally in markdown: HTML characters as entities, markdown punctuation escaped, controls escaped."
     import html
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(shown(text), quote=True))
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(printable(text), quote=True))
