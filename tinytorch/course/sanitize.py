@@ -128,8 +128,9 @@ def _safe_cell(cell: dict):
     meta = cell.setdefault('metadata', {})
     if 'tags' in meta:
         meta['tags'] = [t for t in meta['tags'] if isinstance(t, str) and _PLAIN_NAME.fullmatch(t)]
-    grade_id = (meta.get('nbgrader') or {}).get('grade_id') if isinstance(meta.get('nbgrader'), dict) else None
-    if 'nbgrader' in meta and not (isinstance(grade_id, str) and _GRADE_ID.fullmatch(grade_id)):
+    nbgrader = meta.get('nbgrader')
+    if nbgrader is not None and not (isinstance(nbgrader, dict) and isinstance(nbgrader.get('grade_id'), str)
+                                     and _GRADE_ID.fullmatch(nbgrader['grade_id'])):
         del meta['nbgrader']
     if cell.get('cell_type') == 'raw':
         meta.pop('raw_mimetype', None)

@@ -49,9 +49,9 @@ def csv_row(row):
     return {k: csv_cell(v) for k, v in row.items()} if isinstance(row, dict) else [csv_cell(v) for v in row]
 
 # %% ../../nbs/93m_untrusted_text.ipynb #markdown
-_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>$])")
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~$])")      # < > & become entities instead
 
 def markdown_text(text) -> str:
     "`text` shown literally in markdown: HTML characters as entities, markdown punctuation escaped, controls escaped."
     import html
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(printable(text), quote=True))
+    return html.escape(_MARKDOWN_PUNCTUATION.sub(r"\\\1", printable(text)), quote=False)
