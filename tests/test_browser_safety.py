@@ -21,7 +21,8 @@ pytest.importorskip("nbgrader")
 
 from browser import chromium, serve_formgrader  # noqa: E402
 from course_scenarios import build, without_demos, demo_cells  # noqa: E402
-from payloads import COMMENT, MARK, hostile  # noqa: E402
+from payloads import (COMMENT, ESCAPE_FOLDER, FORMULA_FOLDER, HOSTILE_ROSTER, MARK, hostile,  # noqa: E402
+                      hostile_roster_csv)
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
@@ -42,13 +43,16 @@ def course(release_11, tmp_path_factory):
     subs = build(release, source, {"course": str(base / "course"), "submissions": str(base / "submissions")})
     demos = demo_cells(release)
     for student, nb in {"hostile": hostile(without_demos(subs["reference"], demos), ANSWER),
-                        "flagged": without_demos(subs["input-transformer"], demos)}.items():
+                        "flagged": without_demos(subs["input-transformer"], demos),
+                        ESCAPE_FOLDER: subs["reference"], FORMULA_FOLDER: subs["reference"]}.items():
         dest = base / "submissions" / student / f"{ASSIGNMENT}.ipynb"
         dest.parent.mkdir(parents=True)
         dest.write_text(json.dumps(nb))
+    (base / "roster.csv").write_text(hostile_roster_csv())
     out = subprocess.run([CLI, "grade", "11", "submissions", "--course", "course", "--nbs", NBS, "--jobs", "2",
-                          "--cell-timeout", "30"], cwd=base, capture_output=True, text=True)
+                          "--cell-timeout", "30", "--roster", "roster.csv"], cwd=base, capture_output=True, text=True)
     assert out.returncode == 3 and "flagged" in out.stdout, f"{out.stdout[-2000:]}{out.stderr[-2000:]}"
+    (base / "grade.out").write_text(out.stdout + out.stderr)                 # what the instructor's console showed
     course = base / "course"
     shutil.copytree(course / "feedback", base / "feedback-by-grade")          # the pages as `grade` wrote them
     return course
@@ -266,9 +270,88 @@ def test_nbgrader_export_pays_what_the_final_grades_say(regraded, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     exported = {r["student_id"]: float(r["score"]) for r in csv.DictReader(open(tmp_path / "export.csv"))}
     _, rows = final_grades(regraded, 11)
-    final = {r["student"]: float(r["total"]) for r in rows}
+    final = {r["student"]: float(r["total"]) for r in rows if r["student"] not in (ESCAPE_FOLDER, FORMULA_FOLDER)}
+    assert {r["student"]: r["status"] for r in rows}[FORMULA_FOLDER] == "failed", rows   # refused: not a student id
     assert {r["student"]: r["status"] for r in rows}["flagged"] in ("to confirm", "to grade"), rows
     graded = {r["student"]: r for r in csv.DictReader(open(regraded / f"grades_{ASSIGNMENT}.csv"))
               if r["status"] == "flagged" and float(r["points"]) > float(r["score"])}
     assert "flagged" in graded, "the flagged student should have a part nbgrader paid more than the re-check"
     assert exported == final, (exported, final)
+
+
+# Names and pages' shape: what a student chose can't become markup, a formula or a cursor movement, and nothing a
+# submission draws covers the scores.
+COVERED = """([selector, own]) => [...document.querySelectorAll(selector)].map(box => {
+    box.scrollIntoView({block: 'center', inline: 'center'});
+    const r = box.getBoundingClientRect();
+    const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+    return (hit === box || box.contains(hit) || (own && hit && hit.closest(own))) ? null
+        : `${selector} #${box.id}: covered by <${hit && hit.tagName.toLowerCase()} class="${hit && hit.className}">`;
+}).filter(x => x)"""
+
+
+@pytest.mark.parametrize("where", PLACES)
+def test_nothing_a_submission_draws_covers_the_scores(where, course, regraded, browser, request):
+    """The score boxes (formgrader) and the score table (feedback pages) are each the topmost element at their own
+    centre, and so is the formgrader's navigation: no fixed picture, backdrop, banner or cell covers them."""
+    formgrader = request.getfixturevalue("formgrader") if where == "formgrader" else None
+    with _place(where, course, browser, formgrader) as (page, _):
+        if where == "formgrader":
+            boxes = ["input.score", "input.extra-credit", "textarea.comment"]
+            assert page.locator("input.score").count() >= 2, "no score boxes on the page"
+            covered = [c for s in boxes for c in page.evaluate(COVERED, [s, None])]
+            covered += page.evaluate(COVERED, ["body > nav.navbar", "body > nav.navbar"])
+        else:
+            table = '[id="cell-id=tinytorch-feedback"] table td'
+            assert page.locator(table).count() >= 2, "no score table on the page"
+            covered = page.evaluate(COVERED, [table, None])
+        fixed = page.evaluate("""() => [...document.querySelectorAll('.text_cell_render *, .output_subarea *, .cell')]
+            .filter(e => ['fixed', 'sticky'].includes(getComputedStyle(e).position)).map(e => e.outerHTML.slice(0, 80))""")
+        page.close()
+    assert covered == [], f"{where}: {covered}"
+    assert fixed == [], f"{where}: student content positioned over the page: {fixed}"
+
+
+def test_roster_names_are_text_in_the_formgrader(course, browser, formgrader):
+    """A roster name holding `<style>`, `<meta http-equiv=refresh>` or an element shows as text in the submission view;
+    a student id in the address of nbgrader's own student page is text too."""
+    with _place("formgrader", course, browser, formgrader) as (page, _):
+        injected = page.evaluate("""() => ({element: document.querySelectorAll('#roster-injected').length,
+            refresh: document.querySelectorAll('meta[http-equiv="refresh" i]').length,
+            style: [...document.querySelectorAll('style')].filter(s => s.textContent.includes('input.score{display')).length,
+            hidden: [...document.querySelectorAll('input.score')].filter(i => getComputedStyle(i).display === 'none').length})""")
+        shown = page.locator("a.name-shown").first.text_content()
+        url = page.url
+        base = formgrader.split("/formgrader")[0]
+        page.goto(f"{base}/formgrader/manage_students/%3Cb%20id%3Dreflected%3Ex%3C%2Fb%3E", wait_until="load")
+        reflected = page.locator("#reflected").count()
+        page.close()
+    assert injected == {"element": 0, "refresh": 0, "style": 0, "hidden": 0}, injected
+    assert "<style>input.score{display:none}</style>Eve" in shown and '<b id="roster-injected">' in shown, shown
+    assert "#hijacked" not in url, url
+    assert reflected == 0, "a student id in the address became markup in nbgrader's student page"
+
+
+def test_names_stay_text_in_every_csv_and_on_the_console(course, regraded, tmp_path):
+    """A folder name and roster fields that a spreadsheet would run are quoted in the grades CSV, the final grades and
+    the Canvas, Moodle and nbgrader exports (Canvas still matches every student by its ID); an escape sequence in a
+    folder name reaches the console escaped."""
+    from tinytorch.course.lms import read_canvas_import
+    console = (course.parent / "grade.out").read_text()
+    assert "\x1b" not in console and "\\x1b[1A\\x1b[2K\\rmallory" in console, console[-2000:]
+    files = {"grades": course / f"grades_{ASSIGNMENT}.csv", "final": course / f"final_grades_{ASSIGNMENT}.csv"}
+    for kind in ("canvas", "moodle", "nbgrader"):
+        files[kind] = tmp_path / f"{kind}.csv"
+        out = subprocess.run([CLI, "grades", "11", "--course", course, "--format", kind, "--roster",
+                              course.parent / "roster.csv", "--out", files[kind]], capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "\x1b" not in out.stdout and "written with a quote in front" in out.stdout, out.stdout
+    for kind, path in files.items():
+        cells = [c for line in csv.reader(open(path, encoding="utf-8")) for c in line]
+        running = [c for c in cells if c[:1] in ("=", "+", "@") or (c[:1] == "-" and not c[1:].replace(".", "").isdigit())]
+        assert running == [], f"{kind}: cells a spreadsheet would run: {running}"
+    assert f"'{FORMULA_FOLDER}" in open(files["grades"]).read() and f"'{FORMULA_FOLDER}" in open(files["final"]).read()
+    users = [{"id": r["lms_user_id"], "sis_user_id": r["sis_user_id"], "login_id": r["id"]} for r in HOSTILE_ROSTER]
+    matched = read_canvas_import(files["canvas"], users)
+    rows = list(csv.reader(open(files["canvas"], encoding="utf-8")))[2:]          # after the Points Possible row
+    assert len(rows) == 2 and matched["unmatched"] == [], (rows, matched)      # both matched, by Canvas' own ID

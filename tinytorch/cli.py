@@ -125,6 +125,7 @@ def cmd_grade(args) -> int:
     from tinytorch.course.grading import grade
     from tinytorch.course.limits import parse_limits
     from tinytorch.course.lms import apply_roster, read_roster
+    from tinytorch.course.untrusted_text import printable
     limits = parse_limits(args.memory, args.processes, args.disk)      # bad values fail before any work
     late, roster = _late_work(args), read_roster(args.roster) if args.roster else None
     results, csv_path = grade(args.module, args.submissions, _nbs_dir(args.nbs),
@@ -134,11 +135,11 @@ def cmd_grade(args) -> int:
                               clear=args.clear)
     if roster is not None:
         for line in apply_roster(csv_path.parent, roster, [r.student for r in results]):
-            print(line)
+            print(printable(line))
     troubled = [r.student for r in results if r.failure or r.flags]
     if troubled:
         print(f"{len(troubled)} submission(s) need your attention (status failed/flagged in {csv_path}): "
-              + ', '.join(troubled))
+              + ', '.join(map(printable, troubled)))
         return 3
     return 0
 
@@ -151,6 +152,7 @@ def cmd_grades(args) -> int:
     from tinytorch.course.manual_grading import final_grades, graded_assignment, regenerate_feedback, write_final_grades
     from tinytorch.course.gradebook import set_late_penalties
     from tinytorch.course.lms import read_roster, write_export
+    from tinytorch.course.untrusted_text import printable        # names are printed with their controls escaped
     course, assignment = graded_assignment(args.course, args.module)
     if args.out and not Path(args.out).parent.is_dir():
         raise MissingInput(f"--out {args.out}: no folder {Path(args.out).parent} to write it in")
@@ -164,7 +166,7 @@ def cmd_grades(args) -> int:
     counts = {s: sum(r['status'] == s for r in rows) for s in ('complete', 'to grade', 'to confirm', 'flagged', 'failed')}
     print(f"final grades: {path} ({len(rows)} students: " + ', '.join(f"{n} {s}" for s, n in counts.items()) + ")")
     set_late_penalties(course, assignment, {r['student']: float(r['late_penalty']) for r in rows})
-    late = [f"{r['student']} -{r['late_penalty']}" for r in rows if float(r['late_penalty']) > 0]
+    late = [f"{printable(r['student'])} -{r['late_penalty']}" for r in rows if float(r['late_penalty']) > 0]
     if late:
         print(f"late penalties (points off each total; also in the gradebook): {', '.join(late)}")
     if args.format != 'final':
@@ -172,11 +174,11 @@ def cmd_grades(args) -> int:
                                      args.out or course / f"{args.format}_grades_{assignment}.csv")
         print(f"{args.format} export: {export}")
         for line in notes:
-            print(f"  {line}")
+            print(f"  {printable(line)}")
     pages = regenerate_feedback(course, assignment, parts, rows)
     withheld = sorted(s for s, page in pages.items() if page is None)
     print(f"feedback: {len(pages) - len(withheld)} page(s) rewritten in {course / 'feedback'}"
-          + (f"; withheld (they would show hidden tests): {', '.join(withheld)}" if withheld else ''))
+          + (f"; withheld (they would show hidden tests): {', '.join(map(printable, withheld))}" if withheld else ''))
     return 0
 
 # %% ../nbs/92_cli.ipynb #cmd-docs

@@ -166,6 +166,7 @@ c.Execute.raise_on_iopub_timeout = False
 c.Execute.skip_cells_with_tag = "{skip_tag}"
 c.OverwriteCells.add_missing_cells = True
 c.ExchangeFactory.collect = "tinytorch.course.collect.CheckedCollect"
+c.ExportApp.plugin_class = "tinytorch.course.nbgrader_export.QuotedCsvExportPlugin"   # nbgrader export, quoted
 '''
 
 # %% ../../nbs/91_assignments.ipynb #course-check

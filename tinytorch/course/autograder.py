@@ -20,7 +20,8 @@ from pathlib import Path
 
 from .assignments import find_leaks, graded_parts, secret_lines
 from .errors import BadInput, OutputInTheWay
-from .grade_table import HIDDEN_FAILED, _printable
+from .grade_table import HIDDEN_FAILED
+from .untrusted_text import printable
 from .notebooks import NotebookError, cell_source, find_notebook, read_nb
 
 # %% auto #0
@@ -441,7 +442,7 @@ def grade_submission(grader: Path, config: dict, notebook: Path, log=print) -> t
                                   sandbox=config['sandbox'], log=log)
         autograded = results[0].autograded
         for note in results[0].instructor_notes if config.get('target') == 'gradescope' else ():
-            log(f"for the instructor only: {_printable(note)}")
+            log(f"for the instructor only: {printable(note)}")
         return read_grades_csv(csv_path), (read_nb(autograded) if autograded is not None else None)
 
 def write_results(path: Path, results: dict) -> Path:

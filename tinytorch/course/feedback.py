@@ -11,7 +11,8 @@ from pathlib import Path
 
 from .assignments import find_leaks
 from .notebooks import cell_source, strip_hidden_tests
-from .sanitize import clean_html, strip_files_prefix_and_clean, with_page_policy, without_interactive_outputs
+from .sanitize import (clean_html, page_safe, strip_files_prefix_and_clean, with_confined_content,
+                                       with_page_policy)
 
 # %% auto #0
 __all__ = ['sanitize_for_feedback', 'feedback_exporter', 'own_page', 'render_feedback', 'publish_feedback']
@@ -56,9 +57,9 @@ def render_feedback(nb: dict, header: str, dest: Path) -> Path:
     import nbformat
     nb = dict(nb, cells=[{'cell_type': 'markdown', 'metadata': {}, 'source': header, 'id': 'tinytorch-feedback'},
                          *nb['cells']])
-    node, _ = without_interactive_outputs(nbformat.from_dict(sanitize_for_feedback(nb)))   # the type nbconvert expects
+    node, _ = page_safe(nbformat.from_dict(sanitize_for_feedback(nb)))   # the type nbconvert expects
     lexer = node.metadata.get('language_info', {}).get('pygments_lexer', 'ipython3')
-    body = with_page_policy(feedback_exporter(lexer).from_notebook_node(node)[0], own_page(lexer))
+    body = with_confined_content(with_page_policy(feedback_exporter(lexer).from_notebook_node(node)[0], own_page(lexer)))
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(body, encoding='utf-8')
     return dest

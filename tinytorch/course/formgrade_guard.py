@@ -79,6 +79,10 @@ def _load_jupyter_server_extension(serverapp):
     not_needed, refused, policy = _guard_classes(app.settings.get('base_url', '/'), placeholder)
     app.default_router.rules.insert(0, Rule(not_needed(), refused))
     app.transforms.insert(0, policy)
+    pages = app.settings.get('nbgrader_jinja2_env')
+    if pages is None:
+        raise RuntimeError("nbgrader's formgrader is not loaded before tinytorch's guard: its pages can't be escaped")
+    pages.autoescape = True             # nbgrader's list pages print ids (from the gradebook or the URL) raw
     serverapp.log.info("tinytorch formgrade: only the formgrader's grading pages are served")
 
 def _jupyter_server_extension_points():

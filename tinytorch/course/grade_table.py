@@ -6,12 +6,12 @@
 from __future__ import annotations
 
 import csv
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from .errors import BadInput, MissingInput
+from .untrusted_text import csv_row, csv_value, printable
 
 # %% auto #0
 __all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'CSV_FIELDS', 'Part', 'StudentResult', 'part_status', 'settle_statuses',
@@ -123,12 +123,12 @@ def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
             for gid, p in r.parts.items():
                 status, reason = statuses[gid]
                 points = None if status == 'needs manual grading' else p.nbgrader_points
-                w.writerow({'student': r.student, 'part': gid, 'kind': p.kind, 'points': _points_text(points),
+                w.writerow(csv_row({'student': r.student, 'part': gid, 'kind': p.kind, 'points': _points_text(points),
                             'max_points': _points_text(p.max_points), 'recheck_points': _points_text(p.recheck_points),
                             'status': status, 'reason': reason, 'assignment': assignment,
                             'score': _points_text(import_score(status, points, p.recheck_points)),
                             'timestamp': _time_text(r.timestamp), 'seconds_late': _points_text(r.seconds_late),
-                            'late_penalty': _points_text(r.late_penalty)})
+                            'late_penalty': _points_text(r.late_penalty)}))
     return path
 
 # %% ../../nbs/93d_grade_table.ipynb #read-csv
@@ -167,7 +167,7 @@ def read_grades_csv(path) -> list:
     for number, line in enumerate(lines[1:], start=1):
         if len(line) != len(header):
             raise BadInput(f"{path}: row {number} has {len(line)} fields, expected {len(header)}")
-    rows = [dict(zip(header, line)) for line in lines[1:]]
+    rows = [dict(zip(header, map(csv_value, line))) for line in lines[1:]]
     if header == CSV_FIELDS:
         return rows
     if header == _BEFORE_LATE:
@@ -182,11 +182,9 @@ def grades_by_student(path: Path) -> dict:
     return table
 
 # %% ../../nbs/93d_grade_table.ipynb #log
-_CONTROL = re.compile(r'[\x00-\x08\x0b-\x1f\x7f-\x9f]')
-
-def _printable(text: str) -> str:
-    "`text` on one line with its control characters shown as escapes (a console can't be rewritten by it)."
-    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", str(text).replace('\n', ' | '))
+def _logged(text) -> str:
+    "`text` for the log: control characters escaped, each further line indented (it can't pass for a student's line)."
+    return printable(text, keep_newlines=True).replace('\n', '\n    ')
 
 def write_grading_log(results: list, path: Path, assignment: str) -> Path:
     """Every failure and flag in full, per student (what the grades CSV's one-sentence reasons stand for), and the
@@ -194,9 +192,9 @@ def write_grading_log(results: list, path: Path, assignment: str) -> Path:
     lines = [f"tinytorch grade: {assignment}, {len(results)} submission(s)", '']
     for r in results:
         if r.failure or r.flags or r.instructor_notes:
-            lines.append(f"{r.student}: {'failed' if r.failure else 'flagged' if r.flags else 'graded'}")
-            lines += [f"  - {_printable(text)}" for text in ([r.failure] if r.failure else r.flags)]
-            lines += [f"  - for you only: {_printable(text)}" for text in r.instructor_notes]
+            lines.append(f"{printable(r.student)}: {'failed' if r.failure else 'flagged' if r.flags else 'graded'}")
+            lines += [f"  - {_logged(text)}" for text in ([r.failure] if r.failure else r.flags)]
+            lines += [f"  - for you only: {_logged(text)}" for text in r.instructor_notes]
     if len(lines) == 2:
         lines.append('every submission was graded cleanly')
     path.write_text('\n'.join(lines) + '\n', encoding='utf-8')

@@ -47,6 +47,7 @@ from tinytorch.course.sandbox import (
     Sandbox, claimed_uids, isolation_level, run_isolated, was_killed,
 )
 from .shards import parse_shard, select_shard
+from .untrusted_text import markdown_text, printable
 
 # %% auto #0
 __all__ = ['repair_submission', 'exported_source', 'recheck_submission', 'GradingSetup', 'empty_parts', 'grade_one',
@@ -330,7 +331,7 @@ def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: s
         status, _ = result.statuses[gid]
         shown = '–' if status == 'needs manual grading' else f"{p.nbgrader_points:g}"
         rows.append(f"| `{gid}` | {shown} / {p.max_points:g} | {status}{f' ({HIDDEN_FAILED})' if p.hidden_failed else ''} |")
-    header = (f"# Feedback: {assignment}, {result.student}\n\n**Autograded: {result.points:g} / "
+    header = (f"# Feedback: {markdown_text(assignment)}, {markdown_text(result.student)}\n\n**Autograded: {result.points:g} / "
               f"{sum(p.max_points for p in result.parts.values() if p.kind == 'test'):g} points.** "
               "Written answers are graded by your instructor."
               + (f" Handed in {describe_lateness(result.seconds_late)}: {result.late_penalty:g} point(s) off for "
@@ -341,7 +342,7 @@ def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: s
 # A student id is a folder name, an argument of nbgrader's command line and (on an exchange) a Unix user name.
 # nbgrader refuses '+' (its exchange's separator) and '*'; also refused: path separators, a leading '.' or '-'
 # (hidden files, '..', options), whitespace, quotes, shell and glob characters, ':' (passwd's separator), non-ASCII.
-_STUDENT_ID = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$')
+_STUDENT_ID = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}\Z')      # \Z: no newline at the end either
 
 class Found(NamedTuple):
     "One student folder of a submissions folder, as `find_submissions` read it."
@@ -507,11 +508,11 @@ def _isolation_text(level: str) -> str:
             'none': f"NONE: {UNSANDBOXED}; every row of the grades CSV says so"}[level]
 
 def _result_line(r: StudentResult) -> str:
-    "One student's line in the run's log."
+    "One student's line in the run's log; what the student chose (a folder name, a message) with its controls escaped."
     status = 'FAILED' if r.failure else ('FLAGGED' if r.flags else 'ok')
     late = f"  {describe_lateness(r.seconds_late)}, {r.late_penalty:g} point(s) off" if r.seconds_late else ''
-    return (f"  {r.student:<20} {r.points:6g}/{r.max_points:<6g} {status:<8} {r.seconds:5.1f} s{late}"
-            + (f"  {r.failure or '; '.join(r.flags)}" if (r.failure or r.flags) else ''))
+    return (f"  {printable(r.student):<20} {r.points:6g}/{r.max_points:<6g} {status:<8} {r.seconds:5.1f} s{late}"
+            + (f"  {printable(r.failure or '; '.join(r.flags))}" if (r.failure or r.flags) else ''))
 
 # %% ../../nbs/93_grading.ipynb #grade-all-run
 def _grade_all(setup: GradingSetup, subs: list, course_dir: Path, jobs: int, log) -> list:
@@ -691,4 +692,4 @@ def _log_late_work(late: LateWork, found: list, log):
         f"{len(late.extensions)} extension(s)")
     strangers = sorted(set(late.extensions) - {f.student for f in found})
     if strangers:
-        log(f"extensions for students with no folder in the submissions: {', '.join(strangers)}")
+        log(f"extensions for students with no folder in the submissions: {', '.join(map(printable, strangers))}")

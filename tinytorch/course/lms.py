@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .errors import BadInput, MissingInput
 from .late import LateWork
+from .untrusted_text import csv_cell, csv_row, printable
 
 # %% auto #0
 __all__ = ['CANVAS_HEADER', 'MOODLE_HEADER', 'NBGRADER_HEADER', 'Student', 'Roster', 'read_roster', 'roster_mismatches',
@@ -111,14 +112,14 @@ def read_roster(path) -> Roster:
 # %% ../../nbs/93k_lms.ipynb #apply
 def roster_mismatches(roster: Roster, handed_in: list) -> list:
     "The lines that tell an instructor where the roster and the submissions disagree (none: all match)."
-    lines = [f"roster {roster.path}: {len(roster.students)} student(s) ({roster.source})"]
+    lines = [f"roster {printable(roster.path)}: {len(roster.students)} student(s) ({roster.source})"]
     strangers = sorted(set(handed_in) - set(roster.students))
     absent = [s for s in roster.students if s not in set(handed_in)]
     if strangers:
-        lines.append(f"  graded but not on the roster: {', '.join(strangers)}")
+        lines.append(f"  graded but not on the roster: {', '.join(map(printable, strangers))}")
     if absent:
-        lines.append(f"  on the roster with no submission: {', '.join(absent)}")
-    lines += [f"  skipped {row}" for row in roster.skipped]
+        lines.append(f"  on the roster with no submission: {', '.join(map(printable, absent))}")
+    lines += [f"  skipped {printable(row)}" for row in roster.skipped]
     return lines
 
 def apply_roster(course_dir, roster: Roster, handed_in: list) -> list:
@@ -234,10 +235,13 @@ def write_export(kind: str, course: Path, assignment: str, rows: list, roster: R
         lines, notes = nbgrader_rows(rows, roster, assignment, LateWork.load(course))
     else:
         raise BadInput(f"--format {kind!r}: expected canvas, moodle or nbgrader")
+    quoted = sorted({printable(cell) for line in lines for cell in line if csv_cell(cell) != cell})
+    if quoted:
+        notes.append(f"written with a quote in front, so a spreadsheet shows them as text, not formulas: {', '.join(quoted)}")
     out = Path(out)
     partial = out.with_name(out.name + '.partial')
     with open(partial, 'w', newline='', encoding='utf-8') as f:
-        csv.writer(f).writerows(lines)
+        csv.writer(f).writerows(csv_row(line) for line in lines)
     partial.replace(out)
     return out, notes
 

@@ -30,6 +30,8 @@ from .late import LatePolicy, LateWork
 from .feedback import publish_feedback
 from .formgrade_guard import NONCE_VARIABLE
 from .notebooks import module_number, nbgrader_fields, read_nb
+from .sanitize import CONFINED_CSS
+from .untrusted_text import csv_row, markdown_text
 
 # %% auto #0
 __all__ = ['FORMGRADE_TEMPLATE', 'FORMGRADE_CONFIG', 'FINAL_COLUMNS', 'CourseNotGraded', 'graded_assignment',
@@ -55,22 +57,23 @@ def graded_assignment(course_dir, module) -> tuple:
 # %% ../../nbs/93f_manual_grading.ipynb #formgrader-template
 # The formgrader's page head (formgrade_macros.html.j2's `header`) with every inline script under the nonce, the name
 # toggle's click handlers bound by script (the nav's inline `onclick` and tooltip script are refused by the policy),
-# and MathJax configured inline and loaded from `resources.mathjax_url` (the server's copy, with the STIX-Web fonts).
+# MathJax configured inline and loaded from `resources.mathjax_url` (the server's copy, with the STIX-Web fonts), names
+# escaped (HTML, or JSON in script) and student content confined to its boxes by `CONFINED_CSS`, last.
 _FORMGRADE_HEAD = '''{%- extends 'formgrade/index.html.j2' -%}
 {%- block header -%}
 <!DOCTYPE html>
 <html>
 <head>
 <meta charset="utf-8" />
-<title>{{ resources.notebook_id }}</title>
+<title>{{ resources.notebook_id | e }}</title>
 {%- for lib in ['jquery/dist/jquery.min.js', 'jquery-color/dist/jquery.color.min.js', 'underscore/underscore-min.js',
                 'backbone/backbone-min.js', 'bootstrap/dist/js/bootstrap.min.js', 'autosize/dist/autosize.min.js'] %}
 <script src="{{ resources.base_url }}/formgrader/static/node_modules/{{ lib }}"></script>
 {%- endfor %}
 <script nonce="@NONCE@">
-var submission_id = "{{ resources.submission_id }}";
-var notebook_id = "{{ resources.notebook_id }}";
-var assignment_id = "{{ resources.assignment_id }}";
+var submission_id = {{ resources.submission_id | tojson }};
+var notebook_id = {{ resources.notebook_id | tojson }};
+var assignment_id = {{ resources.assignment_id | tojson }};
 var base_url = "{{ resources.base_url }}/formgrader";
 </script>
 {%- for js in ['backbone_xsrf', 'formgrade_keyboardmanager', 'formgrade_models', 'formgrade', 'utils'] %}
@@ -100,6 +103,7 @@ $(document).ready(function() {
   "HTML-CSS": {availableFonts: [], webFont: "STIX-Web", imageFont: null}};</script>
 <script src="{{ resources.mathjax_url }}"></script>
 <link rel="stylesheet" href="{{ resources.base_url }}/formgrader/static/css/formgrade.css" />
+<style type="text/css">@CONFINED_CSS@</style>
 </head>
 {%- endblock header -%}
 '''
@@ -112,19 +116,19 @@ _FORMGRADE_BODY = '''{% block body %}
   <nav class="navbar navbar-default navbar-fixed-top" role="navigation"><div class="container">
     <div class="col-md-2"><ul class="nav navbar-nav navbar-left"><li class="previous">
       <a data-toggle="tooltip" data-trigger="hover" data-placement="right" title="{{ resources.index }} remaining"
-         href="{{ resources.base_url }}/formgrader/submissions/{{ resources.submission_id }}/prev">&larr; Prev</a>
+         href="{{ resources.base_url }}/formgrader/submissions/{{ resources.submission_id | e }}/prev">&larr; Prev</a>
     </li></ul></div>
     <div class="col-md-8"><ul class="nav text-center"><ul class="breadcrumb">
       <li><a href="{{ resources.base_url }}/formgrader/gradebook">Manual Grading</a></li>
-      <li><a href="{{ resources.base_url }}/formgrader/gradebook/{{ resources.assignment_id }}">{{ resources.assignment_id }}</a></li>
-      <li><a href="{{ resources.base_url }}/formgrader/gradebook/{{ resources.assignment_id }}/{{ resources.notebook_id }}">{{ resources.notebook_id }}</a></li>
+      <li><a href="{{ resources.base_url }}/formgrader/gradebook/{{ resources.assignment_id | e }}">{{ resources.assignment_id | e }}</a></li>
+      <li><a href="{{ resources.base_url }}/formgrader/gradebook/{{ resources.assignment_id | e }}/{{ resources.notebook_id | e }}">{{ resources.notebook_id | e }}</a></li>
       <li class="active live-notebook">
         <a class="name-hidden" data-toggle="tooltip" data-placement="bottom" title="Open live notebook"
-           data-link="{{ resources.notebook_path }}">Submission #{{ resources.index + 1 }}</a>
+           data-link="{{ resources.notebook_path | e }}">Submission #{{ resources.index + 1 }}</a>
         <a class="name-shown" data-toggle="tooltip" data-placement="bottom" title="Open live notebook"
-           data-link="{{ resources.notebook_path }}">
-          {%- if resources.last_name and resources.first_name -%}{{ resources.last_name }}, {{ resources.first_name }}
-          {%- else -%}{{ resources.student }}{%- endif -%}</a>
+           data-link="{{ resources.notebook_path | e }}">
+          {%- if resources.last_name and resources.first_name -%}{{ resources.last_name | e }}, {{ resources.first_name | e }}
+          {%- else -%}{{ resources.student | e }}{%- endif -%}</a>
         <span class="glyphicon glyphicon-eye-open name-hidden" aria-hidden="true"></span>
         <span class="glyphicon glyphicon-eye-close name-shown" aria-hidden="true"></span>
       </li>
@@ -132,12 +136,12 @@ _FORMGRADE_BODY = '''{% block body %}
     <div class="col-md-2"><ul class="nav navbar-nav navbar-right"><li class="next">
       <a class="tabbable" data-trigger="hover" data-toggle="tooltip" data-placement="left"
          title="{{ resources.total - (resources.index + 1) }} remaining"
-         href="{{ resources.base_url }}/formgrader/submissions/{{ resources.submission_id }}/next">Next &rarr;</a>
+         href="{{ resources.base_url }}/formgrader/submissions/{{ resources.submission_id | e }}/next">Next &rarr;</a>
     </li></ul></div>
   </div></nav>
   <div class="container"><div class="panel panel-default">
     <div class="panel-heading"><h4 class="panel-title">
-      <span>{{ resources.notebook_id }}</span>
+      <span>{{ resources.notebook_id | e }}</span>
       <span class="pull-right">Submission {{ resources.index + 1 }} / {{ resources.total }}</span>
     </h4></div>
     <div class="panel-body"><div id="notebook" class="border-box-sizing">
@@ -149,7 +153,7 @@ _FORMGRADE_BODY = '''{% block body %}
 </body>
 {%- endblock body %}
 '''
-FORMGRADE_TEMPLATE = _FORMGRADE_HEAD + _FORMGRADE_BODY
+FORMGRADE_TEMPLATE = (_FORMGRADE_HEAD + _FORMGRADE_BODY).replace('@CONFINED_CSS@', CONFINED_CSS)
 
 # %% ../../nbs/93f_manual_grading.ipynb #formgrader
 _BLOCK_START, _BLOCK_END = '# >>> tinytorch formgrade', '# <<< tinytorch formgrade'
@@ -164,7 +168,7 @@ if _os.environ.get("TINYTORCH_FORMGRADE_TEMPLATES"):   # the course's grading pa
     c.HTMLExporter.sanitize_html = True
     c.HTMLExporter.filters = {{"clean_html": "tinytorch.course.sanitize.clean_html",
                               "strip_files_prefix": "tinytorch.course.sanitize.strip_files_prefix_and_clean"}}
-    c.HTMLExporter.preprocessors = ["tinytorch.course.sanitize.without_interactive_outputs"]
+    c.HTMLExporter.preprocessors = ["tinytorch.course.sanitize.page_safe"]
 {_BLOCK_END}
 '''
 
@@ -347,7 +351,7 @@ def write_final_grades(parts: dict, rows: list, out) -> Path:
     with open(partial, 'w', newline='', encoding='utf-8') as f:
         w = csv.DictWriter(f, ['student', *parts, *FINAL_COLUMNS])
         w.writeheader()
-        w.writerows(rows)
+        w.writerows(csv_row(row) for row in rows)
     partial.replace(out)
     return out
 
@@ -358,9 +362,9 @@ def _comment_cell(grade_id: str, text: str) -> dict:
             'source': f"> **Instructor's comment on `{grade_id}`:**\n>\n{quoted}"}
 
 def _feedback_header(assignment: str, row: dict, parts: dict) -> str:
-    lines = [f"# Feedback: {assignment}, {row['student']}", '',
+    lines = [f"# Feedback: {markdown_text(assignment)}, {markdown_text(row['student'])}", '',
              f"**Total: {row['total']} / {row['max_points']} points** ({row['status']}"
-             + (f": {row['details']}" if row['details'] else '') + ")."
+             + (f": {markdown_text(row['details'])}" if row['details'] else '') + ")."
              + (f" Handed in late: {row['late_penalty']} point(s) off {row['raw_total']}." if float(row.get('late_penalty') or 0) else ''),
              '', '| part | points |', '|---|---|']
     return '\n'.join(lines + [f"| `{p}` | {row[p] or '–'} / {top:g} |" for p, top in parts.items()])

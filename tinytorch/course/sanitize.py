@@ -12,8 +12,9 @@ import html
 import re
 
 # %% auto #0
-__all__ = ['ALLOWED_TAGS', 'ALLOWED_ATTRIBUTES', 'INTERACTIVE_NOTE', 'MATHJAX_CONFIG', 'clean_html',
-           'strip_files_prefix_and_clean', 'without_interactive_outputs', 'with_mathjax_config', 'page_policy',
+__all__ = ['ALLOWED_TAGS', 'ALLOWED_ATTRIBUTES', 'SAFE_CLASSES', 'ID_PREFIX', 'INTERACTIVE_NOTE', 'CONFINED_CSS',
+           'MATHJAX_CONFIG', 'allowed_classes', 'clean_html', 'strip_files_prefix_and_clean',
+           'without_interactive_outputs', 'page_safe', 'with_confined_content', 'with_mathjax_config', 'page_policy',
            'with_page_policy']
 
 # %% ../../nbs/93i_sanitize.ipynb #cleaner
@@ -27,18 +28,38 @@ _TABLE_CELL = {'colspan', 'rowspan', 'align', 'scope'}
 ALLOWED_ATTRIBUTES = {'*': {'class', 'title', 'lang', 'dir'}, 'a': {'href'}, 'img': {'src', 'alt', 'width', 'height'},
                       **{h: {'id'} for h in _HEADINGS}, 'th': _TABLE_CELL, 'td': _TABLE_CELL, 'table': {'border'},
                       'ol': {'start', 'type'}, 'details': {'open'}, 'col': {'span'}, 'colgroup': {'span'}}
+# Classes that style text and position nothing: the lesson's own outputs use these (and pygments' token classes).
+SAFE_CLASSES = frozenset({'anchor-link', 'highlight', 'hll', 'dataframe', 'math', 'alert', 'alert-info',
+                          'alert-success', 'alert-warning', 'alert-danger'})
+ID_PREFIX = 'user-content-'
 _PICTURE = re.compile(r"data:image/(png|jpeg|gif|svg\+xml)[;,]", re.I)
+_SIZE = re.compile(r"\d{1,5}%?")
 
-def _url_allowed(tag: str, attribute: str, value: str) -> str | None:
-    "`value`, or None for a `data:` URL that is not a picture in an `<img>`."
+@functools.lru_cache(maxsize=1)
+def allowed_classes() -> frozenset:
+    "`SAFE_CLASSES` and the token classes of pygments' HTML (`k`, `nf`, `s1`, ...), which code blocks in markdown use."
+    from pygments.token import STANDARD_TYPES
+    return SAFE_CLASSES | {c for c in STANDARD_TYPES.values() if c}
+
+# %% ../../nbs/93i_sanitize.ipynb #cleaner-filter
+def _attribute_allowed(tag: str, attribute: str, value: str) -> str | None:
+    "The value kept for `attribute` of `tag`, or None to drop it (see the allow-lists above)."
     if attribute in ('src', 'href') and value.strip().lower().startswith('data:'):
         return value if (tag, attribute) == ('img', 'src') and _PICTURE.match(value.strip()) else None
+    if attribute == 'class':
+        return ' '.join(c for c in value.split() if c in allowed_classes()) or None
+    if attribute in ('width', 'height'):
+        return value.strip() if _SIZE.fullmatch(value.strip()) else None
+    if attribute == 'id':                          # cleaning twice changes nothing more
+        return value if value.startswith(ID_PREFIX) else ID_PREFIX + value
+    if attribute == 'href' and value.startswith('#') and not value.startswith('#' + ID_PREFIX):
+        return '#' + ID_PREFIX + value[1:]
     return value
 
 def clean_html(text) -> str:
-    "Student HTML `text` with only the allow-listed elements, attributes and URLs left."
+    "Student HTML `text` with only the allow-listed elements, attributes, classes and URLs left."
     import nh3
-    return nh3.clean(str(text), tags=ALLOWED_TAGS, attributes=ALLOWED_ATTRIBUTES, attribute_filter=_url_allowed,
+    return nh3.clean(str(text), tags=ALLOWED_TAGS, attributes=ALLOWED_ATTRIBUTES, attribute_filter=_attribute_allowed,
                      url_schemes={'http', 'https', 'mailto', 'data'}, clean_content_tags={'script', 'style'},
                      link_rel='noopener noreferrer nofollow')
 
@@ -75,6 +96,65 @@ def without_interactive_outputs(nb, resources=None) -> tuple:
             cell['outputs'] = [nbformat.from_dict(o) for out in cell['outputs'] for o in _without_interactive(out)]
     nb.get('metadata', {}).pop('widgets', None)            # the widgets' saved state: script's input only
     return nb, resources
+
+# %% ../../nbs/93i_sanitize.ipynb #shape
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_GRADE_ID = re.compile(r"[A-Za-z0-9_.-]+")
+_IMAGE_SIZE_LIMIT = 10_000                     # pixels: more is no figure
+
+def _image_size(value) -> int | None:
+    "`value` (an output's width or height) as whole pixels, or None when it isn't a plain positive number."
+    try:
+        number = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
+    except ValueError:
+        return None
+    return int(number) if number is not None and 0 < number <= _IMAGE_SIZE_LIMIT else None
+
+def _safe_output_metadata(metadata: dict) -> dict:
+    "An output's metadata with width and height as pixels (or gone), `filenames` gone, at both levels."
+    out = {}
+    for key, value in metadata.items():
+        if key in ('width', 'height'):
+            value = _image_size(value)
+        elif isinstance(value, dict):
+            value = _safe_output_metadata(value)
+        if value is not None and key != 'filenames':
+            out[key] = value
+    return out
+
+# %% ../../nbs/93i_sanitize.ipynb #shape-2
+def _safe_cell(cell: dict):
+    "`cell` with only plain tags, no odd grade id, no raw HTML outside a cell's box, outputs' metadata safe."
+    meta = cell.setdefault('metadata', {})
+    if 'tags' in meta:
+        meta['tags'] = [t for t in meta['tags'] if isinstance(t, str) and _PLAIN_NAME.fullmatch(t)]
+    nbgrader = meta.get('nbgrader')
+    if nbgrader is not None and not (isinstance(nbgrader, dict) and isinstance(nbgrader.get('grade_id'), str)
+                                     and _GRADE_ID.fullmatch(nbgrader['grade_id'])):
+        del meta['nbgrader']
+    if cell.get('cell_type') == 'raw':
+        meta.pop('raw_mimetype', None)
+        cell['cell_type'] = 'markdown'
+    for out in cell.get('outputs', []):
+        if isinstance(out.get('metadata'), dict):
+            out['metadata'] = _safe_output_metadata(out['metadata'])
+
+def page_safe(nb, resources=None) -> tuple:
+    "(`nb` made safe for a page, as above, and without interactive outputs; `resources`): an nbconvert preprocessor."
+    import nbformat
+    for cell in nb['cells']:
+        _safe_cell(cell)
+    return without_interactive_outputs(nbformat.from_dict(nb), resources)
+
+# %% ../../nbs/93i_sanitize.ipynb #confine
+CONFINED_CSS = (".text_cell_render, .output_subarea {contain: paint; position: relative; isolation: isolate;} "
+                ".text_cell_render img, .output_subarea img {max-width: 100%; height: auto;}")
+
+def with_confined_content(page: str) -> str:
+    "`page` with `CONFINED_CSS` last in its <head>, so it overrides the template's own styles."
+    if '</head>' not in page:
+        raise ValueError("the page has no </head> to hold the style that confines student content")
+    return page.replace('</head>', f'<style type="text/css">{CONFINED_CSS}</style></head>', 1)
 
 # %% ../../nbs/93i_sanitize.ipynb #policy
 _SCRIPT = re.compile(r"<script(?P<attrs>[^>]*)>(?P<body>.*?)</script>", re.S | re.I)

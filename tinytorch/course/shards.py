@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .errors import BadInput
 from .grade_table import CSV_FIELDS, read_grades_csv
+from .untrusted_text import csv_row
 from .gradebook import copy_submissions, gradebook_students
 
 # %% auto #0
@@ -85,7 +86,7 @@ def _write_rows(path: Path, rows: list):
             with os.fdopen(fd, 'w', newline='', encoding='utf-8') as f:
                 writer = csv.DictWriter(f, CSV_FIELDS)
                 writer.writeheader()
-                writer.writerows(rows)
+                writer.writerows(csv_row(row) for row in rows)
             os.chmod(tmp, 0o644)
             os.replace(tmp, path)
         finally:
