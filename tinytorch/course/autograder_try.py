@@ -149,10 +149,13 @@ def install_gradescope(source: Path, image: Path, shim: Path, log=print) -> Path
     _run_step(root + ['/bin/bash', '/autograder/source/setup.sh'], log)
     return _venv_made(image)
 
+_WRITABLE = ('opt', 'srv', 'home', 'root', 'mnt', 'tmp')
+
 def install_prairielearn(context: Path, image: Path, shim: Path, log=print) -> Path:
     """PrairieLearn's grader image built in the folder `image` from `context` (its Dockerfile and what that copies): each
     step as `docker build` runs it, as root, this machine's system standing in for the base image."""
-    image.mkdir(parents=True)
+    for folder in _WRITABLE:                                  # the image's own folders, outside the system's
+        (image / folder).mkdir(parents=True, exist_ok=True)
     variables, (pip_env, pip_binds) = {}, pip_settings()
     for word, rest in dockerfile_steps((context / 'Dockerfile').read_text(encoding='utf-8')):
         if word == 'FROM':
