@@ -92,11 +92,15 @@ def _shim_folder(base: Path) -> Path:
     return folder
 
 def _run_step(command: list, log) -> None:
-    run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in run.stdout.splitlines():
-        log(f"  | {line}")
+    "Run one install step; its output's last line is logged, and a failed step stops the install with its last lines."
+    run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors='replace')
+    lines = run.stdout.splitlines()
     if run.returncode:
-        raise NotReady(f"the grader's install step failed (exit code {run.returncode}): {shlex.join(command[command.index('--') + 1:])}")
+        tail = '\n'.join(f"  | {line}" for line in lines[-40:])
+        raise NotReady(f"the grader's install step failed (exit code {run.returncode}): "
+                       f"{shlex.join(command[command.index('--') + 1:])}\n{tail}")
+    log(f"  | {lines[-1] if lines else '(no output)'}")
+
 
 # %% ../../nbs/95a_autograder_try.ipynb #dockerfile
 def dockerfile_steps(text: str) -> list:
