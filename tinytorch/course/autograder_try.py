@@ -11,13 +11,14 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .autograder import GRADER_PYTHON, PLATFORMS, SubmissionProblem, find_submission, load_config
+from .autograder import GRADER_PYTHON, SubmissionProblem, find_submission, load_config
 from .errors import BadInput, MissingInput, NotReady
 
 # %% auto #0
@@ -57,7 +58,7 @@ _PIP_PATHS = ('find-links', 'extra-index-url', 'index-url', 'constraint', 'requi
 _PASSED_ON = ('http_proxy', 'https_proxy', 'no_proxy', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'SSL_CERT_FILE',
               'SSL_CERT_DIR', 'REQUESTS_CA_BUNDLE')
 
-def pip_settings(python: str = 'python3') -> tuple:
+def pip_settings(python: str = sys.executable) -> tuple:
     """(environment, read-only binds) that give pip inside a platform root the index this machine's pip is configured
     with (its config files and PIP_* variables), and the local folders and files those settings name."""
     listed = subprocess.run([python, '-m', 'pip', 'config', 'list'], capture_output=True, text=True).stdout
