@@ -32,12 +32,11 @@ _PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 
 def platform_root(binds: list, cwd: str, env: dict | None = None, network: bool = False) -> list:
     """The bwrap command line (ending in `--`) of a root file system like a platform's container: this machine's system
-    folders read-only, fresh /tmp, /run and /var, `binds` [(host path, path inside, writable)], only `env` set, as root."""
+    folders read-only, fresh /tmp, /run and /var, `binds` [(host path, path inside, writable)], only `env` set."""
     if shutil.which('bwrap') is None:
         raise NotReady("bubblewrap (bwrap) is not installed: it lays out the platform's folders (apt install bubblewrap)")
     args = ['bwrap', '--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--clearenv']
     args += [] if network else ['--unshare-net']
-    args += [] if os.geteuid() == 0 else ['--unshare-user', '--uid', '0', '--gid', '0']
     for folder in _SYSTEM:
         if os.path.islink(folder):
             args += ['--symlink', os.readlink(folder), folder]
