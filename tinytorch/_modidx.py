@@ -18,6 +18,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tinytorch.cli._late_work': ('cli.html#_late_work', 'tinytorch/cli.py'),
                                'tinytorch.cli._nbs_dir': ('cli.html#_nbs_dir', 'tinytorch/cli.py'),
                                'tinytorch.cli._progress_bar': ('cli.html#_progress_bar', 'tinytorch/cli.py'),
+                               'tinytorch.cli._try_autograder': ('cli.html#_try_autograder', 'tinytorch/cli.py'),
                                'tinytorch.cli.available_commands': ('cli.html#available_commands', 'tinytorch/cli.py'),
                                'tinytorch.cli.build_parser': ('cli.html#build_parser', 'tinytorch/cli.py'),
                                'tinytorch.cli.cmd_autograder': ('cli.html#cmd_autograder', 'tinytorch/cli.py'),

@@ -383,9 +383,28 @@ def available_commands() -> list:
 def cmd_autograder(args) -> int:
     from tinytorch.course.autograder import GraderOptions, write_autograder
     options = GraderOptions(args.target, args.hidden_tests, args.cell_timeout, args.wall_seconds, not args.no_sandbox)
+    if args.try_notebook is not None:
+        return _try_autograder(args, options)
+    if args.grader is not None:
+        raise BadInput(f"--grader {args.grader}: only with --try NOTEBOOK (to try that grader on it)")
     path = write_autograder(args.module, _nbs_dir(args.nbs), _folder_to_write(args.to, '--to'), options, image=args.image)
     print(f"{args.target} grader written: {path}" + (" (upload this zip as the assignment's autograder)"
           if args.target == 'gradescope' else f" (build image/ as {args.image}, push it, copy questions/ into the course)"))
+    return 0
+
+def _try_autograder(args, options) -> int:
+    "`--try`: grade one notebook with the grader (the one given, or one built now) as its platform would; 1 if it failed."
+    import tempfile
+    from tinytorch.course.autograder import write_autograder
+    from tinytorch.course.autograder_try import describe, try_grader
+    with tempfile.TemporaryDirectory(prefix='tinytorch-autograder-') as tmp:
+        grader = args.grader or write_autograder(args.module, _nbs_dir(args.nbs), tmp, options, image=args.image)
+        run = try_grader(args.target, grader, args.try_notebook, log=print)
+    print(describe(run))
+    if run.failed:
+        print(f"the grader failed on {args.try_notebook}; what it printed (the platform shows it to instructors):\n"
+              f"{run.output[-4000:]}", file=sys.stderr)
+        return 1
     return 0
 
 def _add_autograder(sub):
@@ -403,6 +422,12 @@ def _add_autograder(sub):
                    help="seconds one submission's whole grading may take on the platform (default 120)")
     p.add_argument('--image', default='tinytorch/grader', help="PrairieLearn: the grader image's Docker name")
     p.add_argument('--no-sandbox', action='store_true', help="grade without bubblewrap (student code runs as root)")
+    p.add_argument('--try', dest='try_notebook', metavar='NOTEBOOK', type=Path,
+                   help="don't write a grader: install one as the platform does (a fresh venv, cached) and grade NOTEBOOK "
+                        "with it in the platform's layout; prints what the student would see, exit code 1 if the grader failed")
+    p.add_argument('--grader', metavar='PATH', type=Path,
+                   help="with --try: the grader written before (the Gradescope zip, or the PrairieLearn folder) "
+                        "instead of one built now with the options given")
     p.set_defaults(func=cmd_autograder)
 
 _ADD_COMMAND['autograder'] = _add_autograder

@@ -25,11 +25,11 @@ from .untrusted_text import printable
 from .notebooks import NotebookError, cell_source, find_notebook, read_nb
 
 # %% auto #0
-__all__ = ['PLATFORMS', 'HIDDEN_TESTS', 'GRADER_PYTHON', 'CONFIG_FORMAT', 'Platform', 'GraderOptions', 'grading_requirements',
-           'write_grader_files', 'write_package', 'write_gradescope', 'write_prairielearn', 'write_autograder',
-           'SubmissionProblem', 'find_submission', 'graded_cell_errors', 'PartReport', 'part_reports',
-           'gradescope_results', 'prairielearn_results', 'not_graded', 'load_config', 'grade_submission',
-           'write_results', 'run']
+__all__ = ['PLATFORMS', 'HIDDEN_TESTS', 'GRADER_PYTHON', 'CONFIG_FORMAT', 'PRAIRIELEARN_IMAGE', 'Platform', 'GraderOptions',
+           'grading_requirements', 'grader_python', 'write_grader_files', 'write_package', 'write_gradescope',
+           'write_prairielearn', 'write_autograder', 'SubmissionProblem', 'find_submission', 'graded_cell_errors',
+           'PartReport', 'part_reports', 'gradescope_results', 'prairielearn_results', 'not_graded', 'load_config',
+           'grade_submission', 'write_results', 'run']
 
 # %% ../../nbs/95_autograder.ipynb #platforms
 @dataclass(frozen=True)
@@ -72,24 +72,41 @@ class GraderOptions:
             raise BadInput(f"--wall-seconds {self.wall_seconds}: expected more than --cell-timeout {self.cell_timeout}")
 
 # %% ../../nbs/95_autograder.ipynb #requirements
-_GRADING_TOOLS = ('nbgrader', 'nbformat', 'fastcore', 'jsonschema')
-
 def _name(requirement: str) -> str:
     return re.split(r'[<>=!~;\[ ]', requirement.strip(), maxsplit=1)[0].lower()
 
-def grading_requirements() -> list:
-    "Requirement lines for the grader's image: tinytorch's dependencies, the tools grading runs, and a kernel."
+def _course_requirements() -> list:
+    "tinytorch's requirements and its `course` extra's (packaging `Requirement`s), as the installed package lists them."
     from importlib.metadata import requires
-    found = {}
-    for requirement in requires('tinytorch') or []:
-        spec, _, marker = requirement.partition(';')
-        name = _name(spec)
-        if (not marker.strip() or name in _GRADING_TOOLS) and name not in found:
-            found[name] = spec.strip()
-    missing = [t for t in _GRADING_TOOLS if t not in found]
-    if missing:
-        raise RuntimeError(f"the installed tinytorch names no requirement for {missing}: install it with its dev tools")
-    return [*found.values(), 'ipykernel']
+    from packaging.requirements import Requirement
+    found = [Requirement(line) for line in requires('tinytorch') or []]
+    return [r for r in found if r.marker is None or r.marker.evaluate({'extra': 'course'})]
+
+def grading_requirements() -> list:
+    "Requirement lines for the grader's image: each of `tinytorch[course]`'s, pinned at the version installed here."
+    from importlib.metadata import PackageNotFoundError, version
+    pinned = {}
+    for r in _course_requirements():
+        try:
+            installed = version(r.name)
+        except PackageNotFoundError:
+            raise RuntimeError(f"{r.name} ({r}) is not installed here: install tinytorch[course] to build a grader") from None
+        if not r.specifier.contains(installed, prereleases=True):
+            raise RuntimeError(f"{r.name} {installed} is installed here, but tinytorch asks for {r}: install tinytorch[course] again")
+        pinned.setdefault(_name(r.name), f"{r.name}=={installed}")
+    return list(pinned.values())
+
+def _lowest_python(requires_python: str | None) -> tuple:
+    "The lowest (major, minor) a Requires-Python such as '>=3.11' admits; (3, 0) when it sets no lower bound."
+    from packaging.specifiers import SpecifierSet
+    return max([tuple(int(n) for n in s.version.split('.')[:2]) for s in SpecifierSet(requires_python or '')
+                if s.operator in ('>=', '~=', '==')], default=(3, 0))
+
+def grader_python() -> tuple:
+    "(major, minor) of the oldest Python that tinytorch and every pinned grading requirement install on."
+    from importlib.metadata import metadata
+    names = ['tinytorch', *(_name(line) for line in grading_requirements())]
+    return max(_lowest_python(metadata(n).get('Requires-Python')) for n in names)
 
 # %% ../../nbs/95_autograder.ipynb #grader-files
 def write_grader_files(module, nbs_dir, dest: Path, options: GraderOptions) -> Path:
@@ -135,11 +152,17 @@ def write_package(dest: Path, module: str) -> Path:
 
 # %% ../../nbs/95_autograder.ipynb #gradescope
 _SETUP_SH = '''#!/usr/bin/env bash
-# Gradescope runs this once, as root, while it builds the autograder's image.
+# Gradescope runs this once, as root, while it builds the autograder's image (Ubuntu, 22.04 by default).
 set -euo pipefail
 apt-get update
 apt-get install -y --no-install-recommends python3 python3-venv bubblewrap util-linux
-python3 -m venv {venv}
+# The grading requirements' versions need Python {major}.{minor} or newer; Ubuntu 22.04's python3 is 3.10.
+python=python3
+if ! python3 -c 'import sys; sys.exit(sys.version_info < ({major}, {minor}))'; then
+  apt-get install -y --no-install-recommends python{major}.{minor} python{major}.{minor}-venv
+  python=python{major}.{minor}
+fi
+"$python" -m venv {venv}
 {venv}/bin/pip install --no-cache-dir -r /autograder/source/grader/requirements.txt
 {venv}/bin/pip install --no-cache-dir --no-deps /autograder/source/grader/package
 # Only root (the grader) reads the grader's files; the student's code runs sandboxed, as another user.
@@ -180,7 +203,8 @@ def write_gradescope(module, nbs_dir, folder: Path, options: GraderOptions) -> P
     grader = write_grader_files(module, nbs_dir, folder, options)
     (grader / 'requirements.txt').write_text('\n'.join(grading_requirements()) + '\n', encoding='utf-8')
     write_package(grader / 'package', json.loads((grader / 'config.json').read_text())['exports'])
-    _write_script(folder / 'setup.sh', _SETUP_SH.format(venv=str(Path(GRADER_PYTHON).parents[1])))
+    major, minor = grader_python()
+    _write_script(folder / 'setup.sh', _SETUP_SH.format(venv=str(Path(GRADER_PYTHON).parents[1]), major=major, minor=minor))
     _write_script(folder / 'run_autograder', _RUN_AUTOGRADER)
     return folder
 
@@ -195,11 +219,13 @@ _QUESTION_HTML = '''<pl-question-panel>
 </pl-submission-panel>
 '''
 
-_DOCKERFILE = f'''FROM python:3.12-slim
+PRAIRIELEARN_IMAGE = 'python:3.12-slim-bookworm'   # Docker's official Python image on Debian 12: apt, bubblewrap
+
+_DOCKERFILE = f'''FROM {PRAIRIELEARN_IMAGE}
 RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap util-linux && rm -rf /var/lib/apt/lists/*
 COPY requirements.txt /tmp/grader/requirements.txt
 COPY package /tmp/grader/package
-RUN python -m venv {Path(GRADER_PYTHON).parents[1]} \\
+RUN python3 -m venv {Path(GRADER_PYTHON).parents[1]} \\
  && {Path(GRADER_PYTHON).parent}/pip install --no-cache-dir -r /tmp/grader/requirements.txt \\
  && {Path(GRADER_PYTHON).parent}/pip install --no-cache-dir --no-deps /tmp/grader/package && rm -rf /tmp/grader
 '''
@@ -229,6 +255,8 @@ def write_prairielearn(module, nbs_dir, folder: Path, options: GraderOptions, im
     (question / 'info.json').write_text(json.dumps(info, indent=2) + '\n', encoding='utf-8')
     (question / 'question.html').write_text(_QUESTION_HTML.format(notebook=notebook), encoding='utf-8')
     _write_script(question / 'tests' / 'run_grader', _RUN_GRADER)
+    if grader_python() > (3, 12):
+        raise RuntimeError(f"the grading requirements need Python {'.'.join(map(str, grader_python()))}: {PRAIRIELEARN_IMAGE} has 3.12")
     (folder / 'image').mkdir()
     (folder / 'image' / 'requirements.txt').write_text('\n'.join(grading_requirements()) + '\n', encoding='utf-8')
     write_package(folder / 'image' / 'package', json.loads((grader / 'config.json').read_text())['exports'])

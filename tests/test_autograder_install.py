@@ -1,0 +1,125 @@
+"""The graders installed as their platforms install them — Gradescope's `setup.sh`, the steps of PrairieLearn's
+Dockerfile — into a fresh venv from the grader's own files only (no `PYTHONPATH`, nothing of the course's venv in the
+root file system), then run by the platform's own entry point in its layout on a solved, a blank, a broken and a
+non-notebook submission: the scores equal `tinytorch grade`'s grades CSV. A grader whose install forgets a package
+it imports fails here."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("nbgrader")
+
+from course_scenarios import build, demo_cells, without_demos  # noqa: E402
+from tinytorch.course.assignments import graded_parts  # noqa: E402
+from tinytorch.course.autograder_try import GRADER_VENV, installed_image, platform_root, run_on_platform, unpack_zip  # noqa: E402
+from tinytorch.course.grade_table import grades_by_student  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "nbs" / "11_embeddings.ipynb"
+NAME = SOURCE.name
+TOTAL = sum(pts for _, kind, pts in graded_parts(SOURCE) if kind == "test")
+CLI = [sys.executable, "-c", "import sys; from tinytorch.cli import main; sys.exit(main(sys.argv[1:]))"]
+TARGETS = ("gradescope", "prairielearn")
+GRADED = ("reference", "untouched", "broken-sinusoid")      # solved, blank, one part wrong
+NOT_A_NOTEBOOK = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3 a PDF, not a notebook"
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap lays out the platforms' folders")
+
+
+@pytest.fixture(scope="module")
+def submissions(release_11, tmp_path_factory) -> dict:
+    "student -> the file they hand in, named as the assignment asks (without the lesson's demonstration cells)."
+    released = json.loads(release_11.read_text())
+    subs = build(released, json.loads(SOURCE.read_text()), {"course": "/nonexistent", "submissions": "/nonexistent"})
+    demos = demo_cells(released)
+    found = {}
+    for student in GRADED:
+        found[student] = tmp_path_factory.mktemp(student) / NAME
+        found[student].write_text(json.dumps(without_demos(subs[student], demos), indent=1))
+    found["not-a-notebook"] = tmp_path_factory.mktemp("pdf") / NAME
+    found["not-a-notebook"].write_bytes(NOT_A_NOTEBOOK)
+    return found
+
+
+@pytest.fixture(scope="module")
+def grades(graded_pair, submissions, tmp_path_factory) -> dict:
+    "student -> {part: grades CSV row} from `tinytorch grade` (the pair graded once per run, the broken one here)."
+    table = grades_by_student(graded_pair / "single" / "grades_11_embeddings.csv")
+    base = tmp_path_factory.mktemp("grade-broken")
+    (base / "submissions" / "broken-sinusoid").mkdir(parents=True)
+    shutil.copy(submissions["broken-sinusoid"], base / "submissions" / "broken-sinusoid" / NAME)
+    run = subprocess.run(["nice", "-n", "10", *CLI, "grade", "11", "submissions", "--course", "course", "--nbs",
+                          str(ROOT / "nbs"), "--cell-timeout", "30"], cwd=base, capture_output=True, text=True)
+    assert run.returncode in (0, 3), run.stdout + run.stderr
+    return {**table, **grades_by_student(base / "course" / "grades_11_embeddings.csv")}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """target -> (the grader as the platform receives it, its image folder): `tinytorch autograder 11 --target T`, then
+    installed as the platform installs it, into a fresh venv in an empty cache; each platform once, when first asked."""
+    out, cache, found = tmp_path_factory.mktemp("graders"), tmp_path_factory.mktemp("install-cache"), {}
+
+    def get(target: str) -> tuple:
+        if target not in found:
+            run = subprocess.run([*CLI, "autograder", "11", "--target", target, "--to", str(out), "--nbs",
+                                  str(ROOT / "nbs")], capture_output=True, text=True)
+            assert run.returncode == 0, run.stdout + run.stderr
+            grader = out / f"11_embeddings-{target}"
+            if target == "gradescope":
+                grader = unpack_zip(grader.with_suffix(".zip"), out / "gradescope-unzipped")
+            said = []
+            try:
+                found[target] = grader, installed_image(target, grader, cache, log=said.append)
+            except Exception as e:                        # one failed install fails each of its tests, once
+                found[target] = e
+            print(f"{target}: " + "\n".join(said[-2:]))
+        if isinstance(found[target], Exception):
+            raise found[target]
+        return found[target]
+    return get
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_grader_venv_holds_nothing_of_the_course_venv(target, installed):
+    "The platform's Python sees only the system and the venv its install made: the course's venv and clone are absent."
+    image = installed(target)[1]
+    probe = "import sys, tinytorch; print(tinytorch.__file__); print('\\n'.join(p for p in sys.path if p))"
+    cmd = platform_root([(image / "opt", "/opt", False)], "/") + [f"{GRADER_VENV}/bin/python", "-c", probe]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    where, *path = run.stdout.split()
+    assert where.startswith(f"{GRADER_VENV}/lib/"), where
+    assert all(p.startswith(("/usr/", GRADER_VENV)) for p in path), path
+    assert not any(str(ROOT) in p or p.startswith(sys.prefix) for p in path), path
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("student", GRADED)
+def test_installed_grader_scores_equal_tinytorch_grade(target, student, installed, submissions, grades, tmp_path):
+    grader, image = installed(target)
+    run = run_on_platform(target, grader, image, submissions[student], tmp_path)
+    assert run.results is not None and not run.failed, f"{target} {student}: the grader failed\n{run.output[-3000:]}"
+    rows = grades[student]
+    tests = [t for t in run.results["tests"] if t.get("visibility", "visible") == "visible"]
+    scored = {t["name"]: t["score"] if target == "gradescope" else t["points"] for t in tests}
+    assert scored == {p: float(r["score"]) if r["kind"] == "test" else 0.0 for p, r in rows.items()}, run.output[-3000:]
+    total = sum(float(r["score"]) for r in rows.values() if r["kind"] == "test")
+    score = run.results["score"]
+    assert (score if target == "gradescope" else score * TOTAL) == pytest.approx(total), f"{student}: {score}, grades CSV {total}"
+    if student == "reference":
+        assert total == TOTAL, "the solved notebook must score full marks, or the comparison above proves little"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_installed_grader_refuses_a_file_that_is_not_a_notebook(target, installed, submissions, tmp_path):
+    grader, image = installed(target)
+    run = run_on_platform(target, grader, image, submissions["not-a-notebook"], tmp_path)
+    assert run.results is not None and not run.failed, run.output[-3000:]
+    said = run.results["output"] if target == "gradescope" else run.results["format_errors"][0]
+    assert f"{NAME} is not a Jupyter notebook" in said, said
+    assert (run.results["score"], run.results["tests"]) == (0, []) if target == "gradescope" else run.results["gradable"] is False
