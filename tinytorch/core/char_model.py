@@ -169,7 +169,7 @@ def _windows(ids: np.ndarray, window: int, batch_size: int, rng):
 
 # %% ../../nbs/11d_char_model.ipynb #pooling-train
 def train_pooling_model(positions: str, seed: int = 0, text: Optional[str] = None, window: int = 8,
-                        eval_windows=(8,), steps: int = 300, batch_size: int = 64, embedding_dim: int = 32,
+                        eval_windows=(8,), steps: int = 200, batch_size: int = 64, embedding_dim: int = 32,
                         lr: float = 0.02, eval_size: int = 4096, embedding_cls=None) -> dict:
     """Train a `PoolingModel` on windows of `window` characters of the first 90% of `text`; returns the model,
     the test loss (last 10%, the same windows for every model) for each length in `eval_windows`, and the seconds."""
