@@ -211,6 +211,13 @@ MISTAKES = {
     "missing √d scaling": (
         "tpe-forward", "x = x * math.sqrt(self.embedding_dim)", "x = x * 1.0",
         "test_token_position_embedding", ["multiplies the token rows by √8", "expected", "got"], set()),
+    "√d scaling applied after the positions": (
+        "tpe-forward", "        if self.scale_embeddings:\n            x = x * math.sqrt(self.embedding_dim)\n"
+        "        return self.positions(x, inplace=True, start_pos=start) if self.positions is not None else x",
+        "        if self.positions is not None:\n            x = self.positions(x, inplace=True, start_pos=start)\n"
+        "        return x * math.sqrt(self.embedding_dim) if self.scale_embeddings else x",
+        "test_token_position_embedding", ["scale_embeddings=True with positions from start_pos=1: scale the token rows, "
+                                          "then add positions 1 and 2: first wrong position", "the positions were scaled too"], set()),
     "start_pos ignored by the token + position layer": (
         "tpe-forward", "self.positions(x, inplace=True, start_pos=start)", "self.positions(x, inplace=True)",
         "test_token_position_embedding", ["start_pos=2: token 3 alone must get the vector it has in the whole sequence"],
