@@ -91,3 +91,21 @@ def test_the_workspace_ships_only_student_tooling(workspace):
     assert usage.returncode == 0 and "{demo,test}" in usage.stdout, usage.stdout + usage.stderr
     grade = _run(bin_dir, bin_dir / "tinytorch", "grade", "11", "submissions", cwd=ws)
     assert grade.returncode == 2 and "invalid choice: 'grade'" in grade.stderr, grade.stdout + grade.stderr
+
+
+def test_a_solved_notebook_runs_top_to_bottom_without_an_export(workspace):
+    """Every exercise filled in, the notebook run from its first cell, and no `nbdev-export`: every cell must run,
+    since the lesson's cells use the notebook's own definitions, never the package's stubs."""
+    ws, bin_dir = workspace
+    student_nb = ws / "nbs" / "11_embeddings.ipynb"
+    original = student_nb.read_text()
+    try:
+        student_nb.write_text(json.dumps(solve(json.loads(original), json.loads(SOURCE.read_text()))))
+        probe = ("from tinytorch.core.embeddings import sinusoidal_table\n"
+                 "try:\n    sinusoidal_table(2, 2)\nexcept NotImplementedError:\n    print('stub')\n")
+        stub = _run(bin_dir, bin_dir / "python", "-c", probe, cwd="/")
+        assert stub.stdout.strip() == "stub", stub.stdout + stub.stderr          # nothing exported: the package has stubs
+        out = _run(bin_dir, bin_dir / "nbdev-test", student_nb, cwd=ws)
+        assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    finally:
+        student_nb.write_text(original)

@@ -11,6 +11,7 @@ attempt also goes through the real `tinytorch test 11` command, which runs the w
 """
 import json
 import subprocess
+import textwrap
 import sys
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 
 pytest.importorskip("nbgrader")
 
-from course_scenarios import replace, solve  # noqa: E402
+from course_scenarios import edit, replace, solve  # noqa: E402
 from tinytorch.course.assignments import graded_parts, release  # noqa: E402
 from tinytorch.course.grading import exported_source  # noqa: E402
 from tinytorch.course.recheck import new_token, read_results, recheck_command, recheck_input, recheck_program  # noqa: E402
@@ -90,14 +91,19 @@ MISTAKES = {
         "test_init_embedding_table", ["expected a float32 table", "got float64"], set()),
     "float64 drawn, then cast": (
         "init", "table = rng.random(shape, dtype=np.float32)", "table = rng.random(shape).astype(np.float32)",
-        "test_init_embedding_table", ["a float64 intermediate", "draw float32 directly"], set()),
+        "test_init_embedding_table", ["rng.random drew a float64 array of shape (200, 64)", "a float64 intermediate",
+                                      "draw float32 directly"], set()),
     "xavier scaled by the width only": (
         "init", "bound = math.sqrt(6 / (vocab_size + embedding_dim))", "bound = math.sqrt(6 / embedding_dim)",
         "test_init_embedding_table", ["xavier (300, 100): a = √(6 / (300 + 100)) = 0.1225", "largest |value| is 0.24"], set()),
     "unknown init_type without the valid ones": (
         "init", 'raise ValueError(f"init_type must be one of {INIT_TYPES}, got {init_type!r}")',
         'raise ValueError(f"unknown init_type {init_type!r}")',
-        "test_init_embedding_table", ["should name 'zeros' and the valid types"], set()),
+        "test_init_embedding_table", ["init_embedding_table(4, 4, 'zeros'): the ValueError should name ['uniform', 'normal', 'xavier']"],
+        set()),
+    "uniform init not centred, U(0, 2b)": (
+        "init", "    table -= np.float32(bound)\n", "",
+        "test_init_embedding_table", ["uniform: values should be centred on 0, their mean is 0.12", "the draw is shifted"], set()),
     # a part left unwritten costs that part only: other parts' tests stand in right versions for it
     "as_token_ids left unwritten": (
         "as-ids", "    if isinstance(ids, Tensor):\n        ids = ids.data\n", "    raise NotImplementedError()\n",
@@ -119,6 +125,10 @@ MISTAKES = {
     "lookup returns a view into the table": (
         "lookup", "return np.take(table, ids, axis=0)", "return table[ids.min():ids.max() + 1] if ids.ndim == 1 and ids.size == 1 else np.take(table, ids, axis=0)",
         "test_lookup_rows", ["writing into the result changed the table: return a new array"], set()),
+    "lookup fails on no ids with NumPy's own error": (
+        "lookup", "if ids.size and (ids.min() < 0", "if (ids.min() < 0",
+        "test_lookup_rows", ["lookup_rows(table, ids of shape (2, 0)) raised ValueError(zero-size array",
+                             "no ids is valid input", "check ids.size first"], set()),
     "duplicate ids overwrite": (
         "scatter", "np.add.at(dense, flat_ids, rows)", "dense[flat_ids] += rows",
         "test_scatter_add_rows", ["first wrong row at [3]: expected [101.0, 202.0], got [100.0, 200.0]",
@@ -127,6 +137,20 @@ MISTAKES = {
         "scatter", "np.add.at(summed, slot.reshape(-1), rows)", "summed[slot.reshape(-1)] += rows",
         "test_sum_rows_by_id", ["first wrong row at [1]: expected [101.0, 202.0], got [100.0, 200.0]", "id 3 occurs twice"],
         set()),
+    "scatter-add through a one-hot matrix": (
+        "scatter", "    np.add.at(dense, flat_ids, rows)\n    return dense",
+        "    one_hot = np.zeros((flat_ids.size, num_rows), rows.dtype)\n    one_hot[np.arange(flat_ids.size), flat_ids] = 1\n"
+        "    return one_hot.T @ rows",
+        "test_scatter_add_rows", ["scatter_add_rows(256 ids, rows (256, 4), 50_000) needed", "MB at its peak for a 0.8 MB result",
+                                  "(a one-hot matrix?)"], set()),
+    "sum by id in an array indexed by the ids": (
+        "scatter", "    unique_ids, slot = np.unique(np.ravel(ids), return_inverse=True)\n"
+        "    summed = np.zeros((unique_ids.size,) + rows.shape[1:], dtype=rows.dtype)\n"
+        "    np.add.at(summed, slot.reshape(-1), rows)\n",
+        "    flat = np.ravel(ids)\n    dense = np.zeros((flat.max() + 1 if flat.size else 0,) + rows.shape[1:], rows.dtype)\n"
+        "    np.add.at(dense, flat, rows)\n    unique_ids = np.unique(flat)\n    summed = dense[unique_ids]\n",
+        "test_sum_rows_by_id", ["sum_rows_by_id([10**12, 3, 10**12], rows) raised MemoryError",
+                                "work with the distinct ids"], set()),
     "float64 scatter-add": (
         "scatter", "dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)",
         "dense = np.zeros((num_rows,) + rows.shape[1:])",
@@ -159,11 +183,14 @@ MISTAKES = {
         "test_sinusoidal_table", ["position 4999: first wrong column", "the angles lost digits"], set()),
     "M_k with the sine signs swapped": (
         "shift", "[[c, s], [-s, c]]", "[[c, -s], [s, c]]",
-        "test_shift_matrix", ["k = 1: M_k @ PE(p) should be PE(p + 1)", "the sines of k·ω_i have the wrong signs"], set()),
+        "test_shift_matrix", ["k = 1 (dim 6, base 100): M_k @ PE(0) should be PE(1); pair 0 should be [0.841471, 0.540302], "
+                              "got [-0.841471, 0.540302]; rows 0 and 1 of your M_1: [0.5403, -0.8415, 0.0, 0.0, 0.0, 0.0] and "
+                              "[0.8415, 0.5403, 0.0, 0.0, 0.0, 0.0]", "the sines of k·ω_i have the wrong sign"], set()),
     "M_k with the wrong frequencies": (
         "shift", "enumerate(base ** (-np.arange(0, embedding_dim, 2) / embedding_dim))",
         "enumerate(base ** (-np.arange(embedding_dim // 2) / embedding_dim))",
-        "test_shift_matrix", ["k = 1: M_k @ PE(p) should be PE(p + 1) for every p: first wrong position p"], set()),
+        "test_shift_matrix", ["k = 1 (dim 6, base 100): M_k @ PE(0) should be PE(1); pair 1 should be",
+                              "rows 2 and 3 of your M_1"], set()),
     "M_k as a float32 matrix": (
         "shift", "M = np.zeros((embedding_dim, embedding_dim))", "M = np.zeros((embedding_dim, embedding_dim), np.float32)",
         "test_shift_matrix", ["expected float64, got float32"], set()),
@@ -184,6 +211,13 @@ MISTAKES = {
     "missing √d scaling": (
         "tpe-forward", "x = x * math.sqrt(self.embedding_dim)", "x = x * 1.0",
         "test_token_position_embedding", ["multiplies the token rows by √8", "expected", "got"], set()),
+    "√d scaling applied after the positions": (
+        "tpe-forward", "        if self.scale_embeddings:\n            x = x * math.sqrt(self.embedding_dim)\n"
+        "        return self.positions(x, inplace=True, start_pos=start) if self.positions is not None else x",
+        "        if self.positions is not None:\n            x = self.positions(x, inplace=True, start_pos=start)\n"
+        "        return x * math.sqrt(self.embedding_dim) if self.scale_embeddings else x",
+        "test_token_position_embedding", ["scale_embeddings=True with positions from start_pos=1: scale the token rows, "
+                                          "then add positions 1 and 2: first wrong position", "the positions were scaled too"], set()),
     "start_pos ignored by the token + position layer": (
         "tpe-forward", "self.positions(x, inplace=True, start_pos=start)", "self.positions(x, inplace=True)",
         "test_token_position_embedding", ["start_pos=2: token 3 alone must get the vector it has in the whole sequence"],
@@ -193,7 +227,11 @@ MISTAKES = {
         "test_token_position_embedding", ["the message should name the shape (1, 1, 2)"], set()),
     "token + position layer looks up before checking the positions": (
         "tpe-forward", "        start = _position_start(", "        self.tokens(ids)\n        start = _position_start(",
-        "test_token_position_embedding", ["refused input was looked up first (ids of shape (1, 13))"], set()),
+        "test_token_position_embedding", ["ids (1, 13) from start_pos 0 were looked up, then refused"], set()),
+    "token + position layer checks the length on the batch axis": (
+        "tpe-forward", "_position_start(start_pos, ids.shape[-1]", "_position_start(start_pos, ids.shape[0]",
+        "test_token_position_embedding", ["13 sequences of 2 tokens, ids (13, 2) raised ValueError",
+                                          "the sequence length is the last axis of the ids, not the first"], set()),
     "RoPE pairs the two halves": (
         "rope", "a, b = x[..., 0::2], x[..., 1::2]\n    out = np.empty_like(x)\n    out[..., 0::2] = a * cos - b * sin\n"
         "    out[..., 1::2] = a * sin + b * cos",
@@ -207,6 +245,128 @@ MISTAKES = {
         "test_rotate_pairs", ["expected [0.0, 1.0, 0.0, 2.0], got [0.0, -1.0, 0.0, 2.0]", "turned by −90° instead of +90°"],
         set()),
 }
+
+# Right answers other than the lesson's own, each put in place of one solution region (cell, which region of the cell,
+# the code): every visible test must pass with each of them, since the docstrings allow them all.
+ALTERNATIVES = {
+    "lookup by fancy indexing, bad ids found with a mask": ("lookup", 0, """
+        bad = (ids < 0) | (ids >= table.shape[0])
+        if bad.any():
+            raise TokenIdError(f"token id {ids[bad][0]} is not in [0, {table.shape[0]})")
+        return table[ids]
+        """),
+    "scatter-add with np.bincount, one column at a time": ("scatter", 0, """
+        flat_ids = np.ravel(ids)
+        dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)
+        for j in range(rows.shape[1]):
+            dense[:, j] = np.bincount(flat_ids, weights=rows[:, j], minlength=num_rows)
+        return dense
+        """),
+    "scatter-add by sorting the ids": ("scatter", 0, """
+        flat_ids = np.ravel(ids)
+        dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)
+        if flat_ids.size:
+            order = np.argsort(flat_ids, kind="stable")
+            sorted_ids = flat_ids[order]
+            starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
+            dense[sorted_ids[starts]] = np.add.reduceat(rows[order], starts, axis=0)
+        return dense
+        """),
+    "sum by id with np.bincount over the distinct ids' slots": ("scatter", 1, """
+        unique_ids, slot = np.unique(np.ravel(ids), return_inverse=True)
+        summed = np.zeros((unique_ids.size,) + rows.shape[1:], dtype=rows.dtype)
+        for j in range(rows.shape[1]):
+            summed[:, j] = np.bincount(slot.reshape(-1), weights=rows[:, j], minlength=unique_ids.size)
+        return unique_ids, summed
+        """),
+    "sum by id by sorting and np.add.reduceat": ("scatter", 1, """
+        flat = np.ravel(ids)
+        order = np.argsort(flat, kind="stable")
+        sorted_ids = flat[order]
+        starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]]) if flat.size else np.zeros(0, np.int64)
+        if not flat.size:
+            return sorted_ids, np.zeros((0,) + rows.shape[1:], rows.dtype)
+        return sorted_ids[starts], np.add.reduceat(rows[order], starts, axis=0).astype(rows.dtype, copy=False)
+        """),
+    "padding rows zeroed instead of left out": ("embedding-grad", 0, """
+        flat_ids, flat_rows = np.reshape(ids, -1), np.reshape(d_out, (-1, d_out.shape[-1]))
+        if padding_idx is not None:
+            flat_rows = flat_rows * (flat_ids != padding_idx)[:, None].astype(flat_rows.dtype)
+        dense = scatter_add_rows(flat_ids, flat_rows, num_rows)
+        return dense
+        """),
+    "float32 draws scaled out of place": ("init", 0, """
+        shape = (vocab_size, embedding_dim)
+        if init_type == 'normal':
+            return rng.standard_normal(shape, dtype=np.float32) / np.float32(math.sqrt(embedding_dim))
+        if init_type not in INIT_TYPES:
+            raise ValueError(f"unknown init_type {init_type!r}: use one of {', '.join(INIT_TYPES)}")
+        bound = 1 / math.sqrt(embedding_dim) if init_type == 'uniform' else math.sqrt(6 / (vocab_size + embedding_dim))
+        return rng.random(shape, dtype=np.float32) * np.float32(2 * bound) - np.float32(bound)
+        """),
+    "sinusoids interleaved with np.stack": ("sinusoidal", 0, """
+        freqs = base ** (-np.arange(0, embedding_dim, 2) / embedding_dim)
+        angles = np.outer(np.arange(max_seq_length), freqs)
+        pairs = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(max_seq_length, -1)
+        return pairs[:, :embedding_dim].astype(np.float32)
+        """),
+    "shift matrix filled by fancy indexing": ("shift", 0, """
+        M = np.zeros((embedding_dim, embedding_dim))
+        even = np.arange(0, embedding_dim, 2)
+        turn = k * base ** (-even / embedding_dim)
+        M[even, even] = M[even + 1, even + 1] = np.cos(turn)
+        M[even, even + 1], M[even + 1, even] = np.sin(turn), -np.sin(turn)
+        return M
+        """),
+    "learned positions with a dense gradient": ("learned", 0, """
+        out = np.add(x.data, rows, out=x.data) if inplace else x.data + rows
+        def grad_fn(g):
+            grad_W = np.zeros(W.shape, np.float32)
+            grad_W[start:start + seq] = g.reshape(-1, seq, dim).sum(axis=0)
+            return g, grad_W
+        return Tensor._from_op(out, (x, W), grad_fn)
+        """),
+    "learned positions summed over every leading axis": ("learned", 0, """
+        out = np.add(x.data, rows, out=x.data if inplace else None)
+        def grad_fn(g):
+            summed = g.sum(axis=tuple(range(g.ndim - 2))).astype(np.float32)
+            return g, RowSparseGrad(W.shape, np.arange(start, start + seq), summed, keep_sparse=False)
+        return Tensor._from_op(out, (x, W), grad_fn)
+        """),
+    "rotation as complex multiplication": ("rope", 0, """
+        turned = (x[..., 0::2] + 1j * x[..., 1::2]) * (cos + 1j * sin)
+        out = np.empty_like(x)
+        out[..., 0::2], out[..., 1::2] = turned.real, turned.imag
+        return out
+        """),
+    "rotation as 2 × 2 matrices with np.einsum": ("rope", 0, """
+        pairs = x.reshape(x.shape[:-1] + (-1, 2))
+        R = np.stack([np.stack([cos, -sin], -1), np.stack([sin, cos], -1)], -2)
+        return np.einsum('...ij,...j->...i', R, pairs).reshape(x.shape).astype(x.dtype, copy=False)
+        """),
+    "token + position layer checks the positions first": ("tpe-forward", 0, """
+        ids = as_token_ids(input_ids, None)
+        start = _position_start(start_pos, ids.shape[-1] if ids.ndim else 0, self.max_seq_length, 'TokenPositionEmbedding')
+        if ids.ndim not in (1, 2):
+            raise ValueError(f"token ids must be (seq,) or (batch, seq), got shape {ids.shape}")
+        x = self.tokens(ids)
+        if self.scale_embeddings:
+            x = x * np.float32(math.sqrt(self.embedding_dim))
+        return x if self.positions is None else self.positions(x, start_pos=start)
+        """),
+}
+
+
+def with_solution(nb: dict, cell_id: str, index: int, code: str) -> dict:
+    "`nb` with the `index`-th solution region of cell `cell_id` holding `code` (written at any indentation)."
+    def swap(source):
+        parts = source.split("### BEGIN SOLUTION")
+        body, rest = parts[index + 1].split("### END SOLUTION", 1)
+        pad = body.rsplit("\n", 1)[1]
+        parts[index + 1] = "\n" + textwrap.indent(textwrap.dedent(code).strip("\n"), pad) + "\n" + pad + "### END SOLUTION" + rest
+        return "### BEGIN SOLUTION".join(parts)
+    return edit(nb, cell_id, swap)
+
 
 @pytest.fixture(scope="module")
 def source_path(request):
@@ -249,6 +409,13 @@ def test_the_solved_release_passes_every_visible_test(solved, source_path, tmp_p
     parts = {gid for gid, kind, _ in graded_parts(source_path) if kind == "test"}
     assert set(results) == parts, (sorted(results), sorted(parts))
     assert all(error is None for error in results.values()), results
+
+
+@pytest.mark.parametrize("name", list(ALTERNATIVES))
+def test_every_right_answer_gets_full_marks(solved, tmp_path, name):
+    results = visible_results(with_solution(solved, *ALTERNATIVES[name]), tmp_path)
+    failed = {part: error for part, error in results.items() if error is not None}
+    assert not failed, f"{name}: a right answer lost points: {failed}"
 
 
 @pytest.mark.parametrize("name", list(MISTAKES))

@@ -18,8 +18,8 @@ from .tokenization import CharTokenizer
 
 # %% auto #0
 __all__ = ['default_text', 'unigram_entropy', 'char_groups', 'structure_score', 'nearest_neighbours', 'CharModel',
-           'evaluate_loss', 'train_char_model', 'plot_embedding_map', 'demo_measures', 'demo_report',
-           'write_demo_plots']
+           'evaluate_loss', 'train_char_model', 'PoolingModel', 'train_pooling_model', 'plot_embedding_map',
+           'demo_measures', 'demo_report', 'write_demo_plots']
 
 # %% ../../nbs/11d_char_model.ipynb #text
 def default_text() -> str:
@@ -141,6 +141,59 @@ def train_char_model(text: Optional[str] = None, steps: int = 400, seq_length: i
             'unigram_entropy': unigram_entropy(ids, tokenizer.vocab_size),
             'uniform_loss': math.log(tokenizer.vocab_size), 'seconds': seconds,
             'tokens_per_second': steps * batch_size * seq_length / seconds}
+
+# %% ../../nbs/11d_char_model.ipynb #pooling
+class PoolingModel:
+    "Next character after a window: softmax-attention pooling of the embedded window (one learned query), then a read-out."
+
+    def __init__(self, vocab_size: int, embedding_dim: int = 32, max_seq_length: int = 16,
+                 positions: str = 'learned', seed: int = 0, embedding_cls=None):
+        embedding_cls = embedding_cls or TokenPositionEmbedding
+        self.embed = embedding_cls(vocab_size, embedding_dim, max_seq_length=max_seq_length,
+                                   positions=positions, seed=seed)
+        query = np.random.default_rng(seed + 3).standard_normal((embedding_dim, 1), dtype=np.float32)
+        self.query = Tensor(query / np.float32(math.sqrt(embedding_dim)), requires_grad=True)
+        self.head = Linear(embedding_dim, vocab_size, seed=seed + 2)
+        self.parameters = self.embed.parameters + [self.query] + self.head.parameters
+
+    def __call__(self, ids) -> Tensor:
+        x = self.embed(ids)                                     # (batch, window, dim)
+        scores = (x @ self.query).exp()                         # (batch, window, 1); small weights, no overflow here
+        weights = scores / scores.sum(axis=1, keepdims=True)    # softmax over the window
+        return self.head((x * weights).sum(axis=1))             # (batch, vocab) logits
+
+def _windows(ids: np.ndarray, window: int, batch_size: int, rng):
+    "Random windows (batch, window) of `ids` and the character after each."
+    starts = rng.integers(0, len(ids) - window - 1, batch_size)
+    return ids[starts[:, None] + np.arange(window)], ids[starts + window]
+
+# %% ../../nbs/11d_char_model.ipynb #pooling-train
+def train_pooling_model(positions: str, seed: int = 0, text: Optional[str] = None, window: int = 8,
+                        eval_windows=(8,), steps: int = 200, batch_size: int = 64, embedding_dim: int = 32,
+                        lr: float = 0.02, eval_size: int = 4096, embedding_cls=None) -> dict:
+    """Train a `PoolingModel` on windows of `window` characters of the first 90% of `text`; returns the model,
+    the test loss (last 10%, the same windows for every model) for each length in `eval_windows`, and the seconds."""
+    text = default_text() if text is None else text
+    tokenizer = CharTokenizer()
+    tokenizer.build_vocab([text])
+    ids = np.asarray(tokenizer.encode(text), dtype=np.int64)
+    split = int(0.9 * len(ids))
+    train_ids, test_ids = ids[:split], ids[split:]
+    longest = max(window, *eval_windows)
+    if len(test_ids) < longest + 2:
+        raise ValueError(f"the text has {len(ids)} characters; its last tenth must hold more than {longest + 1}")
+    model = PoolingModel(tokenizer.vocab_size, embedding_dim, longest, positions, seed, embedding_cls)
+    optimizer, rng, start = Adam(model.parameters, lr=lr), np.random.default_rng(seed), time.perf_counter()
+    for _ in range(check_positive_int('steps', steps)):
+        x, y = _windows(train_ids, window, batch_size, rng)
+        loss = cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with no_grad():
+        test = {w: cross_entropy(model(x), y).item() for w in eval_windows
+                for x, y in [_windows(test_ids, w, eval_size, np.random.default_rng(10_000 + w))]}
+    return {'model': model, 'test_loss': test, 'seconds': time.perf_counter() - start}
 
 # %% ../../nbs/11d_char_model.ipynb #plot
 def plot_embedding_map(table: np.ndarray, tokenizer, ax=None, title: str = 'Learned character embeddings (PCA)'):

@@ -17,6 +17,7 @@ from .tensor import RowSparseGrad, Tensor, unbroadcast
 from .nn import check_positive_int
 from .lesson_support import (KERNEL_NAMES, _EmbeddingTable, _add_positions, _as_text, _configure,  # given, in 11e
                                            _check_sequence_input, _first_difference, _position_start, _standing_in,
+                                           _accepted, _DrawRecorder, _refuses, _without_id,
                                            plot_encoding, visualize_encoding)
 
 _all_ = ['TokenIdError']
@@ -47,8 +48,9 @@ def lookup_rows(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
 def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int) -> np.ndarray:
     """Dense `(num_rows, dim)` array whose row `i` is the sum of the `rows` whose id is `i` (zeros elsewhere).
 
-    ids: (n,) integers in [0, num_rows); rows: (n, dim). The result has the dtype of `rows`.
-    TODO: start from zeros of the rows' dtype and add every row at its id, duplicates included.
+    ids: (n,) integers in [0, num_rows); rows: (n, dim).
+    TODO, the contract: the dtype of `rows`; an id that occurs k times gets the sum of its k rows; n = 0 gives
+    zeros; memory proportional to the result plus the rows (nothing of size n × num_rows).
     """
     ### BEGIN SOLUTION
     flat_ids = np.ravel(ids)
@@ -60,8 +62,9 @@ def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int) -> np.nda
 def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray):
     """Distinct `ids` (sorted) and, for each, the sum of the `rows` at its occurrences.
 
-    ids: (n,) non-negative integers; rows: (n, dim). Returns (unique_ids (k,), summed (k, dim)),
-    summed in the dtype of `rows`. TODO: also for n = 0 (shapes (0,) and (0, dim)).
+    ids: (n,) non-negative integers; rows: (n, dim). Returns (unique_ids (k,), summed (k, dim)).
+    TODO, the contract: summed in the dtype of `rows`; n = 0 gives shapes (0,) and (0, dim); time and memory
+    depend on n, not on how large the ids are (an id of 10**12 must work).
     """
     ### BEGIN SOLUTION
     unique_ids, slot = np.unique(np.ravel(ids), return_inverse=True)
@@ -75,8 +78,8 @@ def embedding_grad(ids: np.ndarray, d_out: np.ndarray, num_rows: int, padding_id
     """The table's dense `(num_rows, dim)` gradient, in d_out's dtype, for a lookup of `ids` (any shape) whose
     output got the gradient `d_out` `(*ids.shape, dim)`.
 
-    TODO: flatten ids to (n,) and d_out to (n, dim); leave out the positions whose id is `padding_idx`
-    (None: leave out nothing); add up the rest with your `scatter_add_rows`.
+    TODO, the contract: row i is the sum of d_out over the positions whose id is i, except that positions of
+    `padding_idx` (None: none) add nothing; d_out's dtype; the adding done by your `scatter_add_rows`.
     """
     ### BEGIN SOLUTION
     flat_ids, flat_rows = np.reshape(ids, -1), np.reshape(d_out, (-1, d_out.shape[-1]))   # (n,), (n, dim)
@@ -93,9 +96,9 @@ def init_embedding_table(vocab_size: int, embedding_dim: int, init_type: str = '
                          rng: np.random.Generator | None = None) -> np.ndarray:
     """A float32 `(vocab_size, embedding_dim)` table drawn as `init_type` says.
 
-    TODO: implement the three rows of the table above with `rng` (a NumPy Generator),
-    producing float32 without a float64 intermediate. Raise ValueError for any other
-    `init_type`, listing the valid ones (`INIT_TYPES`).
+    TODO, the contract: values distributed as the table above says (centred on 0, that spread), drawn from `rng`
+    (a NumPy Generator); float32, with no float64 array the size of the table on the way; any other
+    `init_type` raises ValueError listing `INIT_TYPES`.
     """
     rng = np.random.default_rng() if rng is None else rng
     ### BEGIN SOLUTION
@@ -150,13 +153,6 @@ def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
     ### END SOLUTION
 
 # %% ../../nbs/11_embeddings.ipynb #lesson-kernels
-def _without_id(ids, rows, skip):
-    "`ids` and `rows` without the positions whose id is `skip` (the padding id; None: all of them)."
-    if skip is None:
-        return ids, rows
-    keep = ids != skip
-    return ids[keep], rows[keep]
-
 class LessonKernels:
     """Your `lookup_rows`, `embedding_grad` and `sum_rows_by_id` behind the interface `Embedding` calls
     (the one `tinytorch.core.row_kernels` has): `Embedding(..., kernels=lesson_kernels)` runs on them."""
@@ -214,8 +210,8 @@ def sinusoidal_table(max_seq_length: int, embedding_dim: int, base: float = 1000
     """Float32 `(max_seq_length, embedding_dim)` table: column 2i is sin(p·ω_i), column 2i+1 is cos(p·ω_i),
     ω_i = base^(-2i/embedding_dim). An odd `embedding_dim` ends with a sine column.
 
-    TODO: compute positions (L, 1) times frequencies (ceil(dim/2),) in float64, fill the even
-    columns with sin and the odd columns with cos (one fewer when dim is odd), cast to float32.
+    TODO, the contract: float32; every value within 1e-7 of the exact one, at position 4999 too (angles computed
+    in float32 lose digits there); works for odd `embedding_dim`.
     """
     ### BEGIN SOLUTION
     positions = np.arange(max_seq_length, dtype=np.float64)[:, None]           # (L, 1)
@@ -232,8 +228,8 @@ def shift_matrix(k: int, embedding_dim: int, base: float = 10000.0) -> np.ndarra
     """The float64 `(embedding_dim, embedding_dim)` matrix `M_k` with `PE(p + k) = M_k @ PE(p)` for every
     position p, where PE(p) is row p of `sinusoidal_table(..., embedding_dim, base)` (embedding_dim even).
 
-    TODO: one 2 × 2 block per pair i at rows and columns (2i, 2i+1), made of cos(k·ω_i) and sin(k·ω_i),
-    ω_i = base^(-2i/embedding_dim); zeros elsewhere.
+    TODO, the contract: that identity for every p and every integer k (negative too); pair i of PE(p + k) comes
+    from pair i of PE(p) alone, so M_k is zero outside the 2 × 2 blocks at rows and columns (2i, 2i+1).
     """
     ### BEGIN SOLUTION
     M = np.zeros((embedding_dim, embedding_dim))
@@ -304,9 +300,10 @@ class LearnedPositionalEmbedding:
     def forward(self, embeddings: Tensor, inplace: bool = False, start_pos: int = 0) -> Tensor:
         """`embeddings + W[start_pos : start_pos + seq]` (W: the position table), connected to the input and to W.
 
-        TODO: compute `out`, the input's array plus `rows` (written into `x.data` when `inplace`), and
-        `grad_fn(g)` returning `(g, grad_W)`: grad_W is zero except rows start_pos … start_pos+seq-1, which get
-        `g` summed over the batch. Return `Tensor._from_op(out, (x, W), grad_fn)`.
+        TODO, the contract: `out` is the input's array plus `rows` in every sequence (written into `x.data` when
+        `inplace`); `grad_fn(g)` returns (the input's gradient, W's gradient) for an output gradient `g` of out's
+        shape, (seq, dim) or (batch, seq, dim); W's as a dense float32 `W.shape` array, or as a
+        `RowSparseGrad(W.shape, row_ids, rows, keep_sparse=False)`. Return `Tensor._from_op(out, (x, W), grad_fn)`.
         """
         x = _check_sequence_input(embeddings, self.embedding_dim, 'LearnedPositionalEmbedding')
         seq, dim = x.shape[-2], x.shape[-1]
@@ -372,10 +369,10 @@ class TokenPositionEmbedding(_TokenPositionLayers):
     def forward(self, input_ids, start_pos: int = 0) -> Tensor:
         """`(seq,)` or `(batch, seq)` ids at positions `start_pos …` → `(…, seq, dim)` vectors.
 
-        TODO: refuse ids that are not 1-D or 2-D (ValueError with the shape) and positions past
-        max_seq_length (`_position_start(start_pos, seq, self.max_seq_length, 'TokenPositionEmbedding')`)
-        *before* looking anything up; embed, scale by √dim when asked, add positions from `start_pos` when there
-        are any (in place: the token vectors are a fresh array that nobody else uses).
+        TODO, the contract: ids that are not 1-D or 2-D raise ValueError naming the shape, and positions past
+        max_seq_length the ValueError of `_position_start(start_pos, seq, self.max_seq_length,
+        'TokenPositionEmbedding')`, both before anything is looked up; otherwise the token rows (times √dim when
+        `scale_embeddings`) plus the positions from `start_pos`, if any.
         """
         ### BEGIN SOLUTION
         ids = as_token_ids(input_ids, None)                    # the lookup checks the range
@@ -393,8 +390,9 @@ def rotate_pairs(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     """Turn each dimension pair (2i, 2i+1) of `x` (..., seq, dim) by the angle whose cosine and sine at position p
     are `cos[p, i]` and `sin[p, i]` (both (seq, dim/2)). Returns a new array of x's dtype.
 
-    TODO: with a = x[..., 0::2] and b = x[..., 1::2] (the two coordinates of every pair), write
-    a·cos − b·sin into the even columns and a·sin + b·cos into the odd ones.
+    TODO, the contract: counterclockwise, so the pair (1, 0) turned by 90° is (0, 1); pairs are neighbours
+    (2i, 2i+1); lengths are kept; (cos, -sin) turns back; with angles p·θ_i, the dot product of a query turned at
+    position m and a key turned at n depends on m − n only; x is left unchanged.
     """
     ### BEGIN SOLUTION
     a, b = x[..., 0::2], x[..., 1::2]

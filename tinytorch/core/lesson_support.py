@@ -64,6 +64,49 @@ def _standing_in(fn, name: str, reference):
     finally:
         scope[name] = saved
 
+# %% ../../nbs/11e_lesson_support.ipynb #test-helpers
+def _refuses(call, error, what: str, words=()):
+    "Assert that `call()` raises `error` whose message holds every one of `words`; `what` names the call."
+    try:
+        got = call()
+    except error as e:
+        missing = [w for w in words if w not in str(e)]
+        assert not missing, f"{what}: the {error.__name__} should name {missing}, got: {e}"
+        return
+    except Exception as e:
+        raise AssertionError(f"{what} raised {type(e).__name__}({e}); expected {error.__name__}") from None
+    raise AssertionError(f"{what} returned {got!r}; expected {error.__name__}")
+
+def _accepted(call, what: str, why: str):
+    "`call()`'s result; an AssertionError saying `why` if it raises."
+    try:
+        return call()
+    except AssertionError:
+        raise
+    except Exception as e:
+        raise AssertionError(f"{what} raised {type(e).__name__}({e}): {why}") from None
+
+class _DrawRecorder(np.random.Generator):
+    "A NumPy Generator that records `(method, dtype, shape)` of every array its common draws return."
+
+    def __init__(self, seed: int = 0):
+        super().__init__(np.random.PCG64(seed))
+        self.draws = []
+
+for _name in ('random', 'standard_normal', 'uniform', 'normal', 'integers'):
+    def _recorded(self, *args, _name=_name, **kwargs):
+        out = getattr(np.random.Generator, _name)(self, *args, **kwargs)
+        self.draws.append((_name, np.asarray(out).dtype, np.shape(out)))
+        return out
+    setattr(_DrawRecorder, _name, _recorded)
+
+def _without_id(ids, rows, skip):
+    "`ids` and `rows` without the positions whose id is `skip` (the padding id; None: all of them)."
+    if skip is None:
+        return ids, rows
+    keep = ids != skip
+    return ids[keep], rows[keep]
+
 # %% ../../nbs/11e_lesson_support.ipynb #configure
 KERNEL_NAMES = ('lookup_rows', 'sum_rows_by_id', 'add_rows_at')
 
