@@ -28,7 +28,7 @@ import pytest
 
 pytest.importorskip("nbgrader")
 
-from course_scenarios import demo_cells, insert_cell, replace, solve, without_demos  # noqa: E402
+from course_scenarios import MY_END, demo_cells, insert_cell, replace, solve, without_demos  # noqa: E402
 from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
 from tinytorch.course.grade_table import HIDDEN_FAILED, grades_by_student  # noqa: E402
 
@@ -126,8 +126,8 @@ ODD_COSINES = ("sinusoidal", "np.cos(angles[:, :embedding_dim // 2])", "np.cos(a
 
 def attackers(released: dict, source: dict) -> dict:
     "student -> notebook of every attacker (without the lesson's demonstration cells)."
-    solved = solve(released, source)
-    after = "    ### END SOLUTION"
+    solved = solve(released, source, own_words=True)
+    after = "    " + MY_END
     odd = replace(solved, *ODD_COSINES)
     hook = insert_cell(solved, "why-md", "peek", _HOOK)
     hook["cells"].append({"cell_type": "code", "id": "print-leak", "metadata": {}, "execution_count": None,
