@@ -305,7 +305,7 @@ def test_messages_visible_and_hidden(platform_result):
     assert part["score"] == 0 and part["visibility"] == "visible", part
     assert part["output"].startswith("failed: AssertionError: position 0 is sin(0)=0"), part["output"]
     passed = next(t for t in results["tests"] if t["name"] == "test_lookup_rows")
-    assert passed["output"] == "passed" and passed["score"] == passed["max_score"] == 2, passed
+    assert passed["output"] == "passed" and passed["score"] == passed["max_score"] == TESTS["test_lookup_rows"], passed
     flagged = platform_result("gradescope", "syntax-error")[0]
     assert "held for your instructor to review" in flagged["tests"][0]["output"], flagged["tests"][0]
     pl = platform_result("prairielearn", "broken-sinusoid")[0]
@@ -315,7 +315,8 @@ def test_messages_visible_and_hidden(platform_result):
 def test_a_hidden_tests_message_reaches_only_the_instructor(platform_result):
     results = platform_result("gradescope", "odd-dim-cosines")[0]
     entries = [t for t in results["tests"] if t["name"].startswith("test_sinusoidal_table")]
-    assert [(t["score"], t["max_score"], t["visibility"]) for t in entries] == [(0, 3, "visible"), (0, 0, "after_published")], entries
+    expected = [(0, TESTS["test_sinusoidal_table"], "visible"), (0, 0, "after_published")]
+    assert [(t["score"], t["max_score"], t["visibility"]) for t in entries] == expected, entries
     assert entries[0]["output"] == "passed the visible tests; a hidden test failed", entries[0]
     assert entries[1]["output"] == "a hidden test failed; what it said is shown to your instructor only", entries[1]
     results_text, log = json.dumps(results), platform_result("gradescope", "odd-dim-cosines")[2]

@@ -117,7 +117,7 @@ def dockerfile_steps(text: str) -> list:
         pending = ''
     return steps
 
-# %% ../../nbs/95a_autograder_try.ipynb #install
+# %% ../../nbs/95a_autograder_try.ipynb #install-copy
 def _copy_into_image(context: Path, sources: list, dest: str, image: Path):
     "Docker's COPY of `sources` (paths in the build context) to `dest`, into the image's folder."
     top = '/' + dest.strip('/').split('/')[0]
@@ -135,6 +135,7 @@ def _copy_into_image(context: Path, sources: list, dest: str, image: Path):
             into.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, into)
 
+# %% ../../nbs/95a_autograder_try.ipynb #install
 def _venv_made(image: Path) -> Path:
     python = image / GRADER_PYTHON.lstrip('/')
     if not python.exists():
@@ -153,6 +154,7 @@ def install_gradescope(source: Path, image: Path, shim: Path, log=print) -> Path
     _run_step(root + ['/bin/bash', '/autograder/source/setup.sh'], log)
     return _venv_made(image)
 
+# %% ../../nbs/95a_autograder_try.ipynb #install-prairielearn
 _WRITABLE = ('opt', 'srv', 'home', 'root', 'mnt', 'tmp')
 
 def install_prairielearn(context: Path, image: Path, shim: Path, log=print) -> Path:
