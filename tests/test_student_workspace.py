@@ -6,8 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from requirements import require
 
-pytest.importorskip("nbgrader")
+require("nbgrader")
 
 from course_scenarios import solve  # noqa: E402
 from tinytorch.course.assignments import graded_parts, secret_lines, workspace_leaks  # noqa: E402
