@@ -23,6 +23,7 @@ from .errors import BadInput, OutputInTheWay
 from .grade_table import HIDDEN_FAILED
 from .untrusted_text import printable
 from .notebooks import NotebookError, cell_source, find_notebook, read_nb
+from .vocabulary import marked_lines
 
 # %% auto #0
 __all__ = ['PLATFORMS', 'HIDDEN_TESTS', 'GRADER_PYTHON', 'CONFIG_FORMAT', 'Platform', 'GraderOptions', 'grading_requirements',
@@ -304,16 +305,7 @@ def _error_line(error: dict, count) -> int | None:
     return lines[-1] if lines and count is not None else None
 
 def _hidden_line_numbers(source: str) -> set:
-    inside, found = False, set()
-    for number, line in enumerate(source.splitlines(), start=1):
-        text = line.strip()
-        if text.startswith('### BEGIN HIDDEN TESTS'):
-            inside = True
-        elif text.startswith('### END HIDDEN TESTS'):
-            inside = False
-        elif inside:
-            found.add(number)
-    return found
+    return {line.number for line in marked_lines(source, ('hidden',)) if line.region}
 
 def graded_cell_errors(autograded: dict) -> dict:
     "grade_id -> (`Type: message`, raised in a hidden test?) for each graded test cell that raised an error."
