@@ -13,6 +13,7 @@ from pathlib import Path
 from .errors import BadInput, MissingInput
 from .late import LateWork
 from .untrusted_text import csv_cell, csv_row, printable
+from .vocabulary import open_gradebook
 
 # %% auto #0
 __all__ = ['CANVAS_HEADER', 'MOODLE_HEADER', 'NBGRADER_HEADER', 'Student', 'Roster', 'read_roster', 'roster_mismatches',
@@ -124,10 +125,7 @@ def roster_mismatches(roster: Roster, handed_in: list) -> list:
 
 def apply_roster(course_dir, roster: Roster, handed_in: list) -> list:
     "Write the roster's students into the course's gradebook; return `roster_mismatches`' lines."
-    import warnings
-    from nbgrader.api import Gradebook
-    with warnings.catch_warnings(), Gradebook(f"sqlite:///{Path(course_dir) / 'gradebook.db'}?timeout=60", 'tinytorch') as gb:
-        warnings.simplefilter('ignore')
+    with open_gradebook(Path(course_dir) / 'gradebook.db') as gb:
         for s in roster.students.values():
             gb.update_or_create_student(s.id, first_name=s.first_name or None, last_name=s.last_name or None,
                                         email=s.email or None, lms_user_id=s.lms_user_id or None)
