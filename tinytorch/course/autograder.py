@@ -23,7 +23,7 @@ from .errors import BadInput, OutputInTheWay
 from .grade_table import HIDDEN_FAILED
 from .untrusted_text import printable
 from .notebooks import NotebookError, cell_source, find_notebook, read_nb
-from .vocabulary import marked_lines
+from .vocabulary import atomic_write, marked_lines
 
 # %% auto #0
 __all__ = ['PLATFORMS', 'HIDDEN_TESTS', 'GRADER_PYTHON', 'CONFIG_FORMAT', 'Platform', 'GraderOptions', 'grading_requirements',
@@ -440,9 +440,8 @@ def grade_submission(grader: Path, config: dict, notebook: Path, log=print) -> t
 def write_results(path: Path, results: dict) -> Path:
     "Write `results` as JSON to `path` (its folder made if missing), replacing the file in one step."
     path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(f'.{path.name}.part')
-    part.write_text(json.dumps(results, indent=1) + '\n', encoding='utf-8')
-    part.replace(path)
+    with atomic_write(path) as f:
+        f.write(json.dumps(results, indent=1) + '\n')
     return path
 
 # %% ../../nbs/95_autograder.ipynb #run-2

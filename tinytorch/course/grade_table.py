@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .errors import BadInput, MissingInput
 from .untrusted_text import csv_row, csv_value, printable
+from .vocabulary import atomic_write
 
 # %% auto #0
 __all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'CSV_FIELDS', 'Part', 'StudentResult', 'part_status', 'settle_statuses',
@@ -114,8 +115,8 @@ def _time_text(when: datetime | None) -> str:
     return '' if when is None else when.isoformat(sep=' ')
 
 def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
-    "One row per student and part, students in the order of `results`, parts in the notebook's order."
-    with open(path, 'w', newline='', encoding='utf-8') as f:
+    "One row per student and part, students in the order of `results`, parts in the notebook's order; written in one step."
+    with atomic_write(path, newline='') as f:
         w = csv.DictWriter(f, CSV_FIELDS)
         w.writeheader()
         for r in results:

@@ -13,7 +13,7 @@ from pathlib import Path
 from .errors import BadInput, MissingInput
 from .late import LateWork
 from .untrusted_text import csv_cell, csv_row, printable
-from .vocabulary import open_gradebook
+from .vocabulary import atomic_write, open_gradebook
 
 # %% auto #0
 __all__ = ['CANVAS_HEADER', 'MOODLE_HEADER', 'NBGRADER_HEADER', 'Student', 'Roster', 'read_roster', 'roster_mismatches',
@@ -237,10 +237,8 @@ def write_export(kind: str, course: Path, assignment: str, rows: list, roster: R
     if quoted:
         notes.append(f"written with a quote in front, so a spreadsheet shows them as text, not formulas: {', '.join(quoted)}")
     out = Path(out)
-    partial = out.with_name(out.name + '.partial')
-    with open(partial, 'w', newline='', encoding='utf-8') as f:
+    with atomic_write(out, newline='') as f:
         csv.writer(f).writerows(csv_row(line) for line in lines)
-    partial.replace(out)
     return out, notes
 
 # %% ../../nbs/93k_lms.ipynb #read-canvas

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from .errors import BadInput, MissingInput
 from .notebooks import cell_source, nbgrader_fields
-from .vocabulary import closed_regions
+from .vocabulary import atomic_write, closed_regions
 
 # %% auto #0
 __all__ = ['Refused', 'link_reason', 'links_under', 'read_no_follow', 'copy_no_follow', 'solution_regions', 'copied_reasons',
@@ -231,7 +231,6 @@ def record_receipt(course_root, assignment: str, student: str, receipt: Receipt)
     path = receipts_path(course_root, assignment)
     data = {s: {'inbound': r.inbound, 'received': r.received.isoformat(), 'problems': list(r.problems)}
             for s, r in ({**(read_receipts(course_root, assignment) or {}), student: receipt}).items()}
-    tmp = path.with_name(path.name + '.tmp')
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + '\n', encoding='utf-8')
-    os.replace(tmp, path)
+    with atomic_write(path) as f:
+        f.write(json.dumps(data, indent=1, sort_keys=True) + '\n')
     return path
