@@ -13,7 +13,7 @@ from pathlib import Path
 from .errors import BadInput, MissingInput
 from .late import LateWork
 from .untrusted_text import csv_cell, csv_row, printable
-from .vocabulary import atomic_write, open_gradebook
+from .vocabulary import atomic_write, open_gradebook, read_csv_lines
 
 # %% auto #0
 __all__ = ['CANVAS_HEADER', 'MOODLE_HEADER', 'NBGRADER_HEADER', 'Student', 'Roster', 'read_roster', 'roster_mismatches',
@@ -76,11 +76,7 @@ def _plain_student(row: dict, columns: dict) -> Student:
 def _csv_lines(path: Path, what: str) -> list:
     if not path.is_file():
         raise MissingInput(f"{what} {path}: no such file")
-    try:
-        with open(path, newline='', encoding='utf-8-sig') as f:
-            return list(csv.reader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise BadInput(f"{what} {path}: can't be read as UTF-8 CSV ({type(e).__name__}: {e})") from None
+    return [fields for _, fields in read_csv_lines(path, f"{what} {path}", 'UTF-8 CSV')]
 
 def read_roster(path) -> Roster:
     "The roster in `path` (a plain roster CSV or Canvas' gradebook export), checked whole; BadInput naming the row."
