@@ -4,30 +4,17 @@ Without chromium or playwright a browser test skips, except in CI (CI=true), whe
 browser checks must run.
 """
 import contextlib
-import os
-import shutil
 
 import pytest
-
-IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
-def unavailable(reason, what="this browser test"):
-    if IN_CI:
-        pytest.fail(f"{reason} — CI=true, so {what} must run in a real browser")
-    pytest.skip(reason)
+from requirements import require
 
 
 @contextlib.contextmanager
 def chromium(what="this browser test"):
     "A headless Chromium browser (Playwright's Browser), closed afterwards."
-    path = shutil.which("chromium")
-    if not path:
-        unavailable("Debian's chromium is not installed (as root: apt-get update && apt-get install -y chromium)", what)
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        unavailable("playwright is not installed (pip install -e '.[dev]')", what)
+    path = require("chromium", what)
+    require("playwright", what)
+    from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=path, headless=True,
                                     args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])

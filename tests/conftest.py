@@ -6,6 +6,7 @@
 import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,7 @@ def pytest_configure(config):
 
 
 import pytest  # noqa: E402
+from requirements import require  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,9 +50,31 @@ LONGEST_FIRST = ["test_course_pipeline.py", "test_autograder.py", "test_shards.p
                  "test_browser_safety.py"]
 
 
+# The lesson and its engine (`pytest -m core`, seconds); every other test is `course` (the course tooling, grading).
+CORE_FILES = {"test_tensor.py", "test_nn.py", "test_tokenization.py", "test_embeddings.py", "test_use_and_rope.py",
+              "test_fast_paths.py", "test_cell_sizes.py"}
+
+
+def is_core(item) -> bool:
+    "A core test: in a CORE_FILES file, or a notebook-cell item of a lesson notebook (numbered below 89)."
+    if item.path.name == "test_notebook_cells.py" and hasattr(item, "callspec"):
+        notebook = item.callspec.id.removeprefix("smoke-")
+        return int(re.match(r"\d*", notebook).group() or 99) < 89
+    return item.path.name in CORE_FILES
+
+
 def pytest_collection_modifyitems(session, config, items):
+    for item in items:
+        item.add_marker("core" if is_core(item) else "course")
     rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))     # stable: the other files keep their order
+
+
+@pytest.hookimpl(tryfirst=True)                 # before the test's fixtures are built
+def pytest_runtest_setup(item):
+    "`@pytest.mark.requires(tool)`: the tool, or a skip (a failure with CI=true; tests/requirements.py)."
+    for mark in item.iter_markers("requires"):
+        require(*mark.args)
 
 
 def built_once(tmp_path_factory, name: str, build) -> Path:
@@ -80,7 +104,7 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
 def release_11(tmp_path_factory) -> Path:
     """The student release of module 11 from nbs/, built once per test run (nbgrader runs once, not once per
     test file or worker): the path of the released notebook. Tests read it and write their own copies; none changes it."""
-    pytest.importorskip("nbgrader")
+    require("nbgrader")
     from tinytorch.course.assignments import release
     return built_once(tmp_path_factory, "release-11", lambda folder: release(11, ROOT / "nbs", folder, cell_timeout=30))
 

@@ -11,9 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from requirements import require
 
-pytest.importorskip("nbgrader")
-jsonschema = pytest.importorskip("jsonschema")
+require("nbgrader")
+jsonschema = require("jsonschema")
 
 from course_scenarios import MY_END, build, replace, without_demos, demo_cells  # noqa: E402
 from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
@@ -33,8 +34,7 @@ PAIR = ("reference", "untouched")
 # a part that passes its visible tests but not its hidden ones
 MORE = ("broken-sinusoid", "syntax-error", "test-edited-to-pass", "infinite-loop", "odd-dim-cosines")
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
-                                reason="bubblewrap is not installed (CI installs it)")
+pytestmark = pytest.mark.requires("bwrap")
 
 # Gradescope's results.json, from its autograder specification, "Output format" and "Controlling Test Case
 # Visibility": https://gradescope-autograders.readthedocs.io/en/latest/specs/

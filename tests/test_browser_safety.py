@@ -16,8 +16,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from requirements import require
 
-pytest.importorskip("nbgrader")
+require("nbgrader")
 
 from browser import chromium, serve_formgrader  # noqa: E402
 from course_scenarios import build, without_demos, demo_cells  # noqa: E402

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from requirements import require
 
-pytest.importorskip("nbgrader")
+require("nbgrader")
 
 from course_scenarios import (  # noqa: E402
     WHOLE_LESSON, build, demo_cells, solve, vandal_report, without_demos, write_submissions,

@@ -25,7 +25,8 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from browser import chromium, unavailable
+from browser import chromium
+from requirements import require
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
@@ -35,10 +36,6 @@ BROWSER_WAIT_MS = 120_000    # a limit for a hung page, with room for a busy mac
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 ANSWER = re.compile(r"^\s*<!--\s*answer:", re.I)
-
-
-def _unavailable(reason):
-    unavailable(reason, "the docs site")
 
 
 # ---------------------------------------------------------------- what must not be published
@@ -103,10 +100,7 @@ def test_solution_only_strings_exist(secrets):
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     for module in ("sphinx", "myst_nb", "sphinx_book_theme", "nbclient"):
-        try:
-            __import__(module)
-        except ImportError:
-            _unavailable(f"{module} is not installed (pip install -e '.[dev]')")
+        require(module, "the docs site")
     from tinytorch.course.docs import build_docs
     tmp = tmp_path_factory.mktemp("docs")
     start = time.perf_counter()

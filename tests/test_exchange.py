@@ -15,8 +15,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from requirements import require
 
-pytest.importorskip("nbgrader")
+require("nbgrader")
 
 from course_scenarios import build  # noqa: E402
 from tinytorch.course.assignments import find_leaks, run_nbgrader, secret_lines, write_course  # noqa: E402
@@ -25,28 +26,12 @@ from tinytorch.course.lms import read_canvas_import  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "nbs" / "11_embeddings.ipynb"
 ASSIGNMENT, COURSE_ID = "11_embeddings", "tt101"
-IN_CI = os.environ.get("CI") == "true"
-
-
-def _cannot_make_users() -> str | None:
-    if os.geteuid() != 0:
-        return "creating student accounts needs root"
-    for tool in ("useradd", "userdel", "runuser"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed"
-    if shutil.which("bwrap") is None:
-        return "bubblewrap is not installed (CI installs it)"
-    return None
 
 
 @pytest.fixture(scope="module")
 def students():
     """Three real Unix accounts, removed afterwards: on time, on time with an email-like id, and late."""
-    why = _cannot_make_users()
-    if why:
-        if IN_CI:
-            pytest.fail(f"CI=true: {why}")
-        pytest.skip(why)
+    require("user accounts")
     tag = secrets.token_hex(3)
     names = {"ana": f"ana{tag}", "carol": f"carol.{tag}@uni.edu", "ben": f"ben{tag}"}
     made, opened = [], {}

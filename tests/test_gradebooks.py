@@ -2,9 +2,9 @@
 course graded before: both gradebooks know the assignment, only the master keeps its students."""
 from pathlib import Path
 
-import pytest
+from requirements import require
 
-pytest.importorskip("nbgrader")
+require("nbgrader")
 
 from tinytorch.course.assignments import find_leaks, secret_lines  # noqa: E402
 from tinytorch.course.gradebook import create_gradebooks  # noqa: E402

@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from requirements import require
 
-pytest.importorskip("nbgrader")
+require("nbgrader")
 
 from course_scenarios import runaway_report  # noqa: E402
 from test_grading_sandbox import (  # noqa: E402,F401  (`released` is a fixture)
@@ -81,8 +82,7 @@ def graded_class(base: Path, released: dict, user=None) -> dict:
 def graded(request, released):
     if os.geteuid() != 0:
         pytest.skip("sets up files for other users (needs root)")
-    if shutil.which("bwrap") is None and os.environ.get("CI") != "true":
-        pytest.skip("bubblewrap is not installed (CI installs it)")
+    require("bwrap")
     base = Path(tempfile.mkdtemp())
     try:
         yield graded_class(base, released, None if request.param == "root" else INSTRUCTOR_UID)

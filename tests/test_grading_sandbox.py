@@ -11,8 +11,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from requirements import require
 
-pytest.importorskip("nbgrader")
+require("nbgrader")
 
 from course_scenarios import vandal_report, write_submissions  # noqa: E402
 from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
@@ -25,8 +26,7 @@ STUDENTS = ["reference", "broken-sinusoid", "vandal", "snoop"]
 INSTRUCTOR_UID = 61_234            # a user who is not root (no account needed)
 GRADE = "import sys; from tinytorch.cli import main; sys.exit(main(sys.argv[1:]))"
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="sets up files for other users (needs root)")
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
-                                 reason="bubblewrap is not installed (CI installs it)")
+needs_bwrap = pytest.mark.requires("bwrap")
 
 
 def digest(folder: Path) -> dict:

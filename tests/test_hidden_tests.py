@@ -16,17 +16,16 @@ And one honest student, `odd-dim-cosines`, whose only bug is found by a hidden t
 import base64
 import html
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import zlib
 from pathlib import Path
 
 import pytest
+from requirements import require
 
-pytest.importorskip("nbgrader")
+require("nbgrader")
 
 from course_scenarios import MY_END, demo_cells, insert_cell, replace, solve, without_demos  # noqa: E402
 from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
@@ -41,8 +40,7 @@ TESTS = {gid: pts for gid, kind, pts in graded_parts(SOURCE) if kind == "test"}
 HIDDEN = secret_lines(SOURCE, solutions=False)
 CLI = [sys.executable, "-c", "import sys; from tinytorch.cli import main; sys.exit(main(sys.argv[1:]))"]
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
-                                reason="bubblewrap is not installed (CI installs it)")
+pytestmark = pytest.mark.requires("bwrap")
 
 # ---------------------------------------------------------------- the attacks
 

@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from requirements import require
 
-pytest.importorskip("nbgrader")
+require("nbgrader")
 
 from browser import chromium, serve_formgrader  # noqa: E402
 from course_scenarios import PAIR  # noqa: E402

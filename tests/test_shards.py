@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from requirements import require
 
-yaml = pytest.importorskip("yaml")
+yaml = require("yaml")
 
 from tinytorch.course.grade_table import CSV_FIELDS  # noqa: E402
 from tinytorch.course.shards import shard_of  # noqa: E402
@@ -152,7 +153,7 @@ def _rows(path: Path) -> list:
 
 @pytest.fixture(scope="module")
 def recipes_run(tmp_path_factory, release_11):
-    pytest.importorskip("nbgrader")
+    require("nbgrader")
     from course_scenarios import write_submissions
 
     base = tmp_path_factory.mktemp("shards")

@@ -5,7 +5,6 @@ The merged grades must be byte for byte one machine's; a failing task must cance
 and say which shard failed and where its log is; a re-run with fewer shards in the same folder must give the
 right, fresh grades. Skipped only where Slurm can't be installed (not root, or no Debian packages), and never
 with CI=true: `.ci/run` installs it."""
-import os
 import re
 import shutil
 import subprocess
@@ -15,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from course_scenarios import PAIR
-from slurm_cluster import cluster, why_not
+from requirements import require
+from slurm_cluster import cluster
 from tinytorch.course.shards import shard_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,11 +28,7 @@ HANG_GUARD = "--cell-timeout 30"            # a guard against a hang (no cell co
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
-    reason = why_not()
-    if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but no Slurm cluster can be started here: {reason}")
-        pytest.skip(reason)
+    require("slurm")
     # the daemons' folder must be reachable by path from jobs: a short one, outside any mode-700 folder
     with cluster(tmp_path_factory.mktemp("slurm")) as c:
         yield c

@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from requirements import require
 
-pytest.importorskip("nbgrader")
+require("nbgrader")
 
 from course_scenarios import build, cells_by_id, demo_cells, solve, src, without_demos  # noqa: E402
 

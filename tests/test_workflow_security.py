@@ -1,25 +1,18 @@
 """Every GitHub Actions workflow in docs/recipes/ passes zizmor, the GitHub Actions security linter, offline and
 with its strictest persona: pinned actions, no persisted credentials, least-privilege token, no template
 expansion inside scripts. zizmor comes with the dev extras; with CI=true its absence fails the test."""
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from requirements import require
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted((ROOT / "docs" / "recipes").glob("*.yml"))
 
 
 def zizmor() -> str:
-    found = shutil.which("zizmor", path=str(Path(sys.executable).parent)) or shutil.which("zizmor")
-    if not found:
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI=true but zizmor is not installed (it is in the dev extras: pip install -e '.[dev]')")
-        pytest.skip("zizmor is not installed (pip install -e '.[dev]')")
-    return found
+    return require("zizmor")
 
 
 def test_there_are_workflows_to_check():

@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from requirements import require
 
-pytest.importorskip("nbgrader")
+require("nbgrader")
 
 from course_scenarios import edit, replace, solve  # noqa: E402
 from tinytorch.course.assignments import graded_parts, release  # noqa: E402

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from .errors import BadInput, OutputInTheWay
 from tinytorch.course.notebooks import (
-    ANSWER_MARKER, BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, EXPORT_DIRECTIVES, TEST_FUNC, NotebookError,
-    cell_directives, cell_source, default_exp, find_notebook, nbgrader_fields, read_nb, strip_hidden_tests,
-    write_nb,
+    ANSWER_MARKER, EXPORT_DIRECTIVES, TEST_FUNC, NotebookError, cell_directives, cell_source, default_exp, find_notebook,
+    nbgrader_fields, read_nb, strip_hidden_tests, write_nb,
 )
+from .vocabulary import BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, marked_lines, marker_of
 
 # %% auto #0
 __all__ = ['SKIP_TAG', 'NBGRADER_CONFIG', 'WORKSPACE_PYPROJECT', 'WORKSPACE_README', 'WORKSPACE_TOOLING', 'MarkerError',
@@ -35,10 +35,10 @@ def _balanced(src: str, begin: str, end: str, where: str) -> bool:
     "True if `src` holds begin/end pairs (properly nested, none left open); raise otherwise."
     depth, seen = 0, False
     for line in src.splitlines():
-        if line.strip() == begin:
+        if marker_of(line) == begin:
             if depth: raise MarkerError(f"{where}: nested '{begin}'")
             depth, seen = 1, True
-        elif line.strip() == end:
+        elif marker_of(line) == end:
             if not depth: raise MarkerError(f"{where}: '{end}' without '{begin}'")
             depth = 0
     if depth: raise MarkerError(f"{where}: '{begin}' is never closed")
@@ -210,20 +210,14 @@ def _partition(notebook, solutions: bool = True) -> tuple:
     notebook already read."""
     nb = notebook if isinstance(notebook, dict) else read_nb(notebook)
     secret, public = [], []
-    begins = (BEGIN_SOLUTION, BEGIN_HIDDEN) if solutions else (BEGIN_HIDDEN,)
-    ends = (END_SOLUTION, END_HIDDEN) if solutions else (END_HIDDEN,)
+    kinds = ('solution', 'hidden') if solutions else ('hidden',)
     for cell in nb['cells']:
         if nbgrader_fields(cell).get('solution') and cell['cell_type'] == 'markdown':
             (secret if solutions else public).extend(cell['source'].splitlines())
             continue
-        inside = False
-        for line in cell['source'].splitlines():
-            if line.strip() in begins:
-                inside = True
-            elif line.strip() in ends:
-                inside = False
-            else:
-                (secret if inside else public).append(line)
+        for line in marked_lines(cell['source'], kinds):
+            if not line.marker:
+                (secret if line.region else public).append(line.text)
     return secret, public
 
 def public_text(notebook) -> str:
@@ -326,7 +320,7 @@ The other notebooks in `nbs/` are given complete: the earlier modules (tensor, n
 and the library code this module builds on (its lettered notebooks, e.g. `11b_row_kernels`).
 '''
 
-WORKSPACE_TOOLING = ('89_errors', '89a_notebooks', '90_nbtests', '90a_selftest', '92_cli')
+WORKSPACE_TOOLING = ('89_errors', '89a_notebooks', '89b_course_vocabulary', '90_nbtests', '90a_selftest', '92_cli')
 
 # %% ../../nbs/91_assignments.ipynb #workspace-2
 def _strip_hidden_tests(nb: dict) -> dict:

@@ -23,6 +23,7 @@ from .errors import BadInput, OutputInTheWay
 from .grade_table import HIDDEN_FAILED
 from .untrusted_text import printable
 from .notebooks import NotebookError, cell_source, find_notebook, read_nb
+from .vocabulary import atomic_write, marked_lines
 
 # %% auto #0
 __all__ = ['PLATFORMS', 'HIDDEN_TESTS', 'GRADER_PYTHON', 'CONFIG_FORMAT', 'PRAIRIELEARN_IMAGE', 'Platform', 'GraderOptions',
@@ -332,16 +333,7 @@ def _error_line(error: dict, count) -> int | None:
     return lines[-1] if lines and count is not None else None
 
 def _hidden_line_numbers(source: str) -> set:
-    inside, found = False, set()
-    for number, line in enumerate(source.splitlines(), start=1):
-        text = line.strip()
-        if text.startswith('### BEGIN HIDDEN TESTS'):
-            inside = True
-        elif text.startswith('### END HIDDEN TESTS'):
-            inside = False
-        elif inside:
-            found.add(number)
-    return found
+    return {line.number for line in marked_lines(source, ('hidden',)) if line.region}
 
 def graded_cell_errors(autograded: dict) -> dict:
     "grade_id -> (`Type: message`, raised in a hidden test?) for each graded test cell that raised an error."
@@ -476,9 +468,8 @@ def grade_submission(grader: Path, config: dict, notebook: Path, log=print) -> t
 def write_results(path: Path, results: dict) -> Path:
     "Write `results` as JSON to `path` (its folder made if missing), replacing the file in one step."
     path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(f'.{path.name}.part')
-    part.write_text(json.dumps(results, indent=1) + '\n', encoding='utf-8')
-    part.replace(path)
+    with atomic_write(path) as f:
+        f.write(json.dumps(results, indent=1) + '\n')
     return path
 
 # %% ../../nbs/95_autograder.ipynb #run-2

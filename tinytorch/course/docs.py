@@ -22,8 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .assignments import cell_role, find_leaks, public_text, secret_lines
-from .notebooks import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, EXPORT_DIRECTIVES,
-                                        cell_source, default_exp, parse_directives, read_nb, strip_hidden_tests, write_nb)
+from .notebooks import (EXPORT_DIRECTIVES, cell_source, default_exp, parse_directives, read_nb,
+                                        strip_hidden_tests, write_nb)
+from .vocabulary import BEGIN_SOLUTION
 from .errors import BadInput, MissingInput, NotReady, OutputInTheWay
 from .selftest import KERNEL_ARGS
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .errors import BadInput, MissingInput
 from .untrusted_text import csv_row, csv_value, printable
+from .vocabulary import atomic_write, read_csv_lines
 
 # %% auto #0
 __all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'CSV_FIELDS', 'Part', 'StudentResult', 'part_status', 'settle_statuses',
@@ -114,8 +115,8 @@ def _time_text(when: datetime | None) -> str:
     return '' if when is None else when.isoformat(sep=' ')
 
 def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
-    "One row per student and part, students in the order of `results`, parts in the notebook's order."
-    with open(path, 'w', newline='', encoding='utf-8') as f:
+    "One row per student and part, students in the order of `results`, parts in the notebook's order; written in one step."
+    with atomic_write(path, newline='') as f:
         w = csv.DictWriter(f, CSV_FIELDS)
         w.writeheader()
         for r in results:
@@ -154,11 +155,7 @@ def read_grades_csv(path) -> list:
     path = Path(path)
     if not path.exists():
         raise MissingInput(f"{path}: no such file (expected a grades CSV written by tinytorch grade)")
-    try:
-        with open(path, newline='', encoding='utf-8') as f:
-            lines = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise BadInput(f"{path}: can't be read as a grades CSV ({type(e).__name__}: {e})") from None
+    lines = [fields for _, fields in read_csv_lines(path, str(path), 'a grades CSV', encoding='utf-8')]
     header = [_RENAMED.get(c, c) for c in lines[0]] if lines else None      # earlier names read as today's
     if header not in (CSV_FIELDS, _BEFORE_LATE, _BEFORE_SCORE):
         missing = [c for c in CSV_FIELDS if c not in (header or [])]

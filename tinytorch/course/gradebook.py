@@ -14,6 +14,7 @@ from pathlib import Path
 from .assignments import run_nbgrader, write_course
 from .grade_table import Part, StudentResult, import_score, settle_statuses
 from .notebooks import cell_source, read_nb, strip_hidden_tests, write_nb
+from .vocabulary import open_gradebook
 
 # %% auto #0
 __all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'read_copy_grades',
@@ -67,8 +68,8 @@ def autograded_path(folder: Path, assignment: str, student: str, name: str) -> P
 # %% ../../nbs/93c_gradebook.ipynb #read-copy
 def read_copy_grades(db: Path, assignment: str, student: str) -> dict:
     "grade_id -> {points, max_points, needs_manual, kind} from a one-student course copy's gradebook `db`."
-    from nbgrader.api import Gradebook, MissingEntry
-    with Gradebook(f"sqlite:///{db}", 'tinytorch') as gb:
+    from nbgrader.api import MissingEntry
+    with open_gradebook(db, timeout=None, quiet=False) as gb:
         if [s.id for s in gb.students] != [student]:
             raise RuntimeError(f"the gradebook copy holds students {[s.id for s in gb.students]}, expected only {student!r}")
         try:
@@ -92,11 +93,9 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
     part at `gradebook_auto_score`: the formgrader's totals and `nbgrader export` never pay a flagged part more.
     With its timestamp; `late` (a `LateWork`) adds the due date, the student's extension and each notebook's late
     penalty."""
-    import warnings
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
     statuses = result.statuses or settle_statuses(result)
-    with warnings.catch_warnings(), Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}?timeout=60", 'tinytorch') as gb:
-        warnings.simplefilter('ignore')   # SQLAlchemy's autoflush notices when a submission is replaced
+    with open_gradebook(course_dir / 'gradebook.db') as gb:
         gb.update_or_create_student(result.student)
         try:
             gb.remove_submission(assignment, result.student)
@@ -147,11 +146,8 @@ class GradebookGuard:
 # %% ../../nbs/93c_gradebook.ipynb #read-master
 def read_gradebook(course: Path, assignment: str) -> dict:
     "student -> {part: {'auto', 'manual', 'extra', 'max', 'comment'}} from the master gradebook."
-    import warnings
-    from nbgrader.api import Gradebook
     scores = {}
-    with warnings.catch_warnings(), Gradebook(f"sqlite:///{course / 'gradebook.db'}?timeout=60", 'tinytorch') as gb:
-        warnings.simplefilter('ignore')
+    with open_gradebook(course / 'gradebook.db') as gb:
         for sub in gb.assignment_submissions(assignment):
             parts = scores.setdefault(sub.student_id, {})
             for nb in sub.notebooks:
@@ -165,10 +161,7 @@ def read_gradebook(course: Path, assignment: str) -> dict:
 def set_late_penalties(course: Path, assignment: str, penalties: dict):
     """Each submitted notebook's `late_submission_penalty` in the master gradebook, from student -> points: nbgrader's
     own views (its CSV export, `score` minus penalty) then say what the final grades say."""
-    import warnings
-    from nbgrader.api import Gradebook
-    with warnings.catch_warnings(), Gradebook(f"sqlite:///{course / 'gradebook.db'}?timeout=60", 'tinytorch') as gb:
-        warnings.simplefilter('ignore')
+    with open_gradebook(course / 'gradebook.db') as gb:
         for sub in gb.assignment_submissions(assignment):
             if sub.student_id in penalties:
                 for nb in sub.notebooks:
@@ -178,10 +171,7 @@ def set_late_penalties(course: Path, assignment: str, penalties: dict):
 # %% ../../nbs/93c_gradebook.ipynb #copy-subs
 def gradebook_students(db: Path, assignment: str) -> list:
     "The students with a submission of `assignment` in the existing gradebook `db`, sorted."
-    import warnings
-    from nbgrader.api import Gradebook
-    with warnings.catch_warnings(), Gradebook(f"sqlite:///{db}?timeout=60", 'tinytorch') as gb:
-        warnings.simplefilter('ignore')
+    with open_gradebook(db) as gb:
         return sorted(s.student_id for s in gb.assignment_submissions(assignment))
 
 def _copy_scores(src_nb, dest_nb):
@@ -199,12 +189,8 @@ def _copy_scores(src_nb, dest_nb):
 def copy_submissions(src: Path, dest: Path, assignment: str) -> list:
     """Every submission of `assignment` in gradebook `src` (its student, scores, comments and flags) added to the
     gradebook `dest`, which holds the same assignment and none of those students; returns their ids."""
-    import warnings
-    from nbgrader.api import Gradebook
     copied = []
-    with warnings.catch_warnings(), Gradebook(f"sqlite:///{src}?timeout=60", 'tinytorch') as a, \
-            Gradebook(f"sqlite:///{dest}?timeout=60", 'tinytorch') as b:
-        warnings.simplefilter('ignore')
+    with open_gradebook(src) as a, open_gradebook(dest) as b:
         for sub in a.assignment_submissions(assignment):
             st = sub.student
             b.add_student(st.id, first_name=st.first_name, last_name=st.last_name, email=st.email,

@@ -5,7 +5,6 @@
 # %% ../../nbs/93l_late.ipynb #imports
 from __future__ import annotations
 
-import csv
 import json
 import math
 import re
@@ -14,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from .errors import BadInput, MissingInput
+from .vocabulary import read_csv_lines
 
 # %% auto #0
 __all__ = ['parse_time', 'read_timestamp', 'LatePolicy', 'parse_late_policy', 'read_extensions', 'LateWork', 'describe_lateness']
@@ -136,13 +136,9 @@ def read_extensions(path, due: datetime | None) -> dict:
         raise MissingInput(f"--extensions {path}: no such file")
     if due is None:
         raise BadInput(f"--extensions {path}: extensions need a due date (--due)")
-    try:
-        with open(path, newline='', encoding='utf-8-sig') as f:
-            lines = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise BadInput(f"--extensions {path}: can't be read as CSV ({type(e).__name__}: {e})") from None
-    header = [h.strip() for h in (lines[0] if lines else [])]
-    rows = [(n, dict(zip(header, line))) for n, line in enumerate(lines[1:], start=2) if any(v.strip() for v in line)]
+    lines = read_csv_lines(path, f"--extensions {path}")
+    header = [h.strip() for h in (lines[0][1] if lines else [])]
+    rows = [(n, dict(zip(header, line))) for n, line in lines[1:] if any(v.strip() for v in line)]
     ids = [c for c in _ID_COLUMNS if c in header]
     lengths = [c for c in _LENGTH_COLUMNS if c in header]
     if not ids or len(lengths) != 1:

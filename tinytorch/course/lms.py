@@ -13,6 +13,7 @@ from pathlib import Path
 from .errors import BadInput, MissingInput
 from .late import LateWork
 from .untrusted_text import csv_cell, csv_row, printable
+from .vocabulary import atomic_write, open_gradebook, read_csv_lines
 
 # %% auto #0
 __all__ = ['CANVAS_HEADER', 'MOODLE_HEADER', 'NBGRADER_HEADER', 'Student', 'Roster', 'read_roster', 'roster_mismatches',
@@ -75,11 +76,7 @@ def _plain_student(row: dict, columns: dict) -> Student:
 def _csv_lines(path: Path, what: str) -> list:
     if not path.is_file():
         raise MissingInput(f"{what} {path}: no such file")
-    try:
-        with open(path, newline='', encoding='utf-8-sig') as f:
-            return list(csv.reader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise BadInput(f"{what} {path}: can't be read as UTF-8 CSV ({type(e).__name__}: {e})") from None
+    return [fields for _, fields in read_csv_lines(path, f"{what} {path}", 'UTF-8 CSV')]
 
 def read_roster(path) -> Roster:
     "The roster in `path` (a plain roster CSV or Canvas' gradebook export), checked whole; BadInput naming the row."
@@ -124,10 +121,7 @@ def roster_mismatches(roster: Roster, handed_in: list) -> list:
 
 def apply_roster(course_dir, roster: Roster, handed_in: list) -> list:
     "Write the roster's students into the course's gradebook; return `roster_mismatches`' lines."
-    import warnings
-    from nbgrader.api import Gradebook
-    with warnings.catch_warnings(), Gradebook(f"sqlite:///{Path(course_dir) / 'gradebook.db'}?timeout=60", 'tinytorch') as gb:
-        warnings.simplefilter('ignore')
+    with open_gradebook(Path(course_dir) / 'gradebook.db') as gb:
         for s in roster.students.values():
             gb.update_or_create_student(s.id, first_name=s.first_name or None, last_name=s.last_name or None,
                                         email=s.email or None, lms_user_id=s.lms_user_id or None)
@@ -239,10 +233,8 @@ def write_export(kind: str, course: Path, assignment: str, rows: list, roster: R
     if quoted:
         notes.append(f"written with a quote in front, so a spreadsheet shows them as text, not formulas: {', '.join(quoted)}")
     out = Path(out)
-    partial = out.with_name(out.name + '.partial')
-    with open(partial, 'w', newline='', encoding='utf-8') as f:
+    with atomic_write(out, newline='') as f:
         csv.writer(f).writerows(csv_row(line) for line in lines)
-    partial.replace(out)
     return out, notes
 
 # %% ../../nbs/93k_lms.ipynb #read-canvas

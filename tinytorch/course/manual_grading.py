@@ -32,6 +32,7 @@ from .formgrade_guard import NONCE_VARIABLE
 from .notebooks import module_number, nbgrader_fields, read_nb
 from .sanitize import CONFINED_CSS
 from .untrusted_text import csv_row, markdown_text
+from .vocabulary import atomic_write
 
 # %% auto #0
 __all__ = ['FORMGRADE_TEMPLATE', 'FORMGRADE_CONFIG', 'FINAL_COLUMNS', 'CourseNotGraded', 'graded_assignment',
@@ -347,12 +348,10 @@ def final_grades(course_dir, module) -> tuple:
 def write_final_grades(parts: dict, rows: list, out) -> Path:
     "Write `final_grades`' result as CSV to `out` (complete or not at all)."
     out = Path(out)
-    partial = out.with_name(out.name + '.partial')
-    with open(partial, 'w', newline='', encoding='utf-8') as f:
+    with atomic_write(out, newline='') as f:
         w = csv.DictWriter(f, ['student', *parts, *FINAL_COLUMNS])
         w.writeheader()
         w.writerows(csv_row(row) for row in rows)
-    partial.replace(out)
     return out
 
 # %% ../../nbs/93f_manual_grading.ipynb #feedback

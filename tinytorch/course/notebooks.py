@@ -12,12 +12,12 @@ import nbformat
 from fastcore.nbio import NbCell
 
 from .errors import BadInput, MissingInput
+from .vocabulary import marked_lines
 
 # %% auto #0
-__all__ = ['EXPORT_DIRECTIVES', 'BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'ANSWER_MARKER', 'TEST_FUNC',
-           'NotebookError', 'reads_nb', 'read_nb', 'writes_nb', 'write_nb', 'cell_source', 'cell_directives',
-           'parse_directives', 'is_exported', 'default_exp', 'strip_hidden_tests', 'nbgrader_fields', 'module_number',
-           'find_notebook']
+__all__ = ['EXPORT_DIRECTIVES', 'ANSWER_MARKER', 'TEST_FUNC', 'NotebookError', 'reads_nb', 'read_nb', 'writes_nb', 'write_nb',
+           'cell_source', 'cell_directives', 'parse_directives', 'is_exported', 'default_exp', 'strip_hidden_tests',
+           'nbgrader_fields', 'module_number', 'find_notebook']
 
 # %% ../../nbs/89a_notebooks.ipynb #read
 class NotebookError(BadInput):
@@ -84,19 +84,13 @@ def default_exp(nb) -> str | None:
     return next((d['default_exp'] for d in map(cell_directives, nb['cells']) if 'default_exp' in d), None)
 
 # %% ../../nbs/89a_notebooks.ipynb #markers
-BEGIN_SOLUTION, END_SOLUTION = '### BEGIN SOLUTION', '### END SOLUTION'
-BEGIN_HIDDEN, END_HIDDEN = '### BEGIN HIDDEN TESTS', '### END HIDDEN TESTS'
 ANSWER_MARKER = re.compile(r'^\s*<!--\s*answer:\s*(\d+(?:\.\d+)?)\s*points?\s*-->', re.I)
 TEST_FUNC = re.compile(r'^def (test_\w+)\s*\(', re.M)
 
 def strip_hidden_tests(source: str) -> str:
     "`source` without its `### BEGIN HIDDEN TESTS` … `### END HIDDEN TESTS` blocks (markers included)."
-    out, hidden = [], False
-    for line in source.splitlines(keepends=True):
-        if line.strip() == BEGIN_HIDDEN: hidden = True
-        elif line.strip() == END_HIDDEN: hidden = False
-        elif not hidden: out.append(line)
-    return ''.join(out)
+    return ''.join(line.text for line in marked_lines(source, ('hidden',), keepends=True)
+                   if not (line.region or line.marker))
 
 def nbgrader_fields(cell) -> dict:
     "A cell's nbgrader metadata; {} when it has none."

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .errors import BadInput, MissingInput
-from .notebooks import BEGIN_SOLUTION, END_SOLUTION, cell_source, nbgrader_fields
+from .notebooks import cell_source, nbgrader_fields
+from .vocabulary import atomic_write, closed_regions
 
 # %% auto #0
 __all__ = ['Refused', 'link_reason', 'links_under', 'read_no_follow', 'copy_no_follow', 'solution_regions', 'copied_reasons',
@@ -124,15 +125,7 @@ def solution_regions(source: dict) -> list:
     for cell in source['cells']:
         if cell['cell_type'] != 'code' or not nbgrader_fields(cell).get('solution'):
             continue
-        region = None
-        for line in cell_source(cell).splitlines():
-            if line.strip() == BEGIN_SOLUTION:
-                region = []
-            elif line.strip() == END_SOLUTION and region is not None:
-                out.append((cell.get('id'), _squeezed('\n'.join(region))))
-                region = None
-            elif region is not None:
-                region.append(line)
+        out += [(cell.get('id'), _squeezed('\n'.join(region))) for region in closed_regions(cell_source(cell), 'solution')]
     return [(cid, text) for cid, text in out if text]
 
 def copied_reasons(submission: dict, source: dict, share: float = 0.5) -> list:
@@ -238,7 +231,6 @@ def record_receipt(course_root, assignment: str, student: str, receipt: Receipt)
     path = receipts_path(course_root, assignment)
     data = {s: {'inbound': r.inbound, 'received': r.received.isoformat(), 'problems': list(r.problems)}
             for s, r in ({**(read_receipts(course_root, assignment) or {}), student: receipt}).items()}
-    tmp = path.with_name(path.name + '.tmp')
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + '\n', encoding='utf-8')
-    os.replace(tmp, path)
+    with atomic_write(path) as f:
+        f.write(json.dumps(data, indent=1, sort_keys=True) + '\n')
     return path

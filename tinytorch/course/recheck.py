@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .notebooks import BEGIN_HIDDEN, END_HIDDEN
+from .vocabulary import marked_lines
 from .nbtests import NotebookRun, NotebookTestError, cells_needed
 
 # %% auto #0
@@ -81,12 +81,7 @@ def recheck_program(notebook) -> dict:
 # %% ../../nbs/93a_recheck.ipynb #run-program
 def _hidden_lines(source: str) -> set:
     "Line numbers (from 1) inside the hidden-test blocks of `source`."
-    inside, found = False, set()
-    for number, line in enumerate(source.splitlines(), start=1):
-        if line.strip() == BEGIN_HIDDEN: inside = True
-        elif line.strip() == END_HIDDEN: inside = False
-        elif inside: found.add(number)
-    return found
+    return {line.number for line in marked_lines(source, ('hidden',)) if line.region}
 
 def _plain_python(source: str) -> str:
     "`source` with its IPython magic and shell lines blanked (not removed: line numbers stay the cell's)."

@@ -17,6 +17,7 @@ from .errors import BadInput
 from .grade_table import CSV_FIELDS, read_grades_csv
 from .untrusted_text import csv_row
 from .gradebook import copy_submissions, gradebook_students
+from .vocabulary import atomic_write
 
 # %% auto #0
 __all__ = ['parse_shard', 'shard_of', 'select_shard', 'merge_grade_csvs', 'merge_courses']
@@ -81,16 +82,10 @@ def _write_rows(path: Path, rows: list):
     "The grades CSV of `rows` at `path`: written to a temporary file beside it, renamed into place at the end."
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.partial', dir=path.parent)
-        try:
-            with os.fdopen(fd, 'w', newline='', encoding='utf-8') as f:
-                writer = csv.DictWriter(f, CSV_FIELDS)
-                writer.writeheader()
-                writer.writerows(csv_row(row) for row in rows)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        with atomic_write(path, newline='', permissions=0o644) as f:
+            writer = csv.DictWriter(f, CSV_FIELDS)
+            writer.writeheader()
+            writer.writerows(csv_row(row) for row in rows)
     except OSError as e:
         raise BadInput(f"{path}: can't write the merged grades ({type(e).__name__}: {e})") from None
 
