@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from requirements import require
 
-pytest.importorskip("nbgrader")
+require("nbgrader")
 
 from course_scenarios import build, demo_cells, without_demos  # noqa: E402
 from tinytorch.course.assignments import graded_parts  # noqa: E402
@@ -27,7 +28,7 @@ TARGETS = ("gradescope", "prairielearn")
 GRADED = ("reference", "untouched", "broken-sinusoid")      # solved, blank, one part wrong
 NOT_A_NOTEBOOK = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3 a PDF, not a notebook"
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap lays out the platforms' folders")
+pytestmark = pytest.mark.requires("bwrap")      # bubblewrap lays out the platforms' folders
 
 
 @pytest.fixture(scope="module")
