@@ -45,10 +45,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # --no-loadscope-reorder). Each worker is handed two files at the start, the first and third to one, the second and
 # fourth to the other: the third is short, so the class pipeline's worker moves on to the queue as soon as it is done.
 LONGEST_FIRST = ["test_course_pipeline.py", "test_autograder.py", "test_shards.py", "test_import_graph.py",
-                 "test_autograder_install.py", "test_hidden_tests.py", "test_grading_limits.py", "test_grading_sandbox.py", "test_docs_site.py", "test_student_workspace.py", "test_merged_course.py",
-                 "test_slurm_recipe.py", "test_manual_grading.py", "test_exchange_attacks.py", "test_exchange.py",
-                 "test_submission_provenance.py", "test_wrong_answers.py",
-                 "test_browser_safety.py"]
+                 "test_autograder_install.py", "test_hidden_tests.py", "test_grading_limits.py",
+                 "test_grading_sandbox.py", "test_docs_site.py", "test_student_workspace.py",
+                 "test_merged_course.py", "test_slurm_recipe.py", "test_manual_grading.py",
+                 "test_exchange_attacks.py", "test_exchange.py", "test_submission_provenance.py",
+                 "test_wrong_answers.py", "test_browser_safety.py"]
 
 
 # The lesson and its engine (`pytest -m core`, seconds); every other test is `course` (the course tooling, grading).
