@@ -16,9 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
 
-from .errors import BadInput, MissingInput
+from .errors import BadInput
 from .notebooks import cell_source, nbgrader_fields
-from .vocabulary import atomic_write, closed_regions
+from .untrusted_text import csv_row, csv_value
+from .vocabulary import atomic_write, closed_regions, read_csv_lines
 
 # %% auto #0
 __all__ = ['Refused', 'link_reason', 'links_under', 'read_no_follow', 'copy_no_follow', 'solution_regions', 'copied_reasons',
@@ -154,9 +155,10 @@ def cleared_path(course_dir, assignment: str) -> Path:
 def _cleared_rows(path: Path) -> dict:
     if not path.is_file():
         return {}
-    with open(path, newline='', encoding='utf-8') as f:
-        rows = list(csv.DictReader(f))
-    for number, row in enumerate(rows, start=2):
+    lines = read_csv_lines(path, str(path), 'the clearance file `tinytorch grade --clear` writes')
+    header = lines[0][1] if lines else []
+    rows = [dict(zip(header, map(csv_value, fields))) for _, fields in lines[1:]]
+    for (number, _), row in zip(lines[1:], rows):
         if not (row.get('student') or '').strip() or not re.fullmatch(r'[0-9a-f]{64}', (row.get('sha256') or '').strip()):
             raise BadInput(f"{path} line {number}: expected a student and the SHA-256 of their notebook, as "
                            f"`tinytorch grade --clear` writes them; got {row}")
@@ -171,10 +173,10 @@ def clear_submissions(course_dir, assignment: str, digests: dict) -> Path:
     path = cleared_path(course_dir, assignment)
     when = datetime.now(timezone.utc).isoformat(timespec='seconds')
     rows = _cleared_rows(path) | {s: (d, when) for s, d in digests.items()}
-    with open(path, 'w', newline='', encoding='utf-8') as f:
+    with atomic_write(path, newline='') as f:
         w = csv.writer(f)
         w.writerow(['student', 'sha256', 'cleared_at'])
-        w.writerows([s, *rows[s]] for s in sorted(rows))
+        w.writerows(csv_row([s, *rows[s]]) for s in sorted(rows))
     return path
 
 # %% ../../nbs/93o_provenance.ipynb #receipts

@@ -16,7 +16,7 @@ import secrets
 import signal
 import sys
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from .vocabulary import marked_lines
