@@ -39,6 +39,7 @@ def _zone(text: str):
             pass
     raise ValueError(f"unknown time zone {text!r} (expected UTC, Z, +HH:MM or a name like Europe/Berlin)")
 
+# %% ../../nbs/93l_late.ipynb #parse-time
 def parse_time(text: str, what: str, naive_utc: bool = False) -> datetime:
     "`text` as a UTC datetime; BadInput naming `what` and the value when it is not a time with a zone."
     m = _TIME.match(text.strip())
@@ -129,6 +130,7 @@ def _extension(row: dict, column: str, due: datetime, where: str) -> timedelta:
         raise BadInput(f"{where}: the extension ends before the assignment's due date ({column} {value!r})")
     return extra
 
+# %% ../../nbs/93l_late.ipynb #read-extensions
 def read_extensions(path, due: datetime | None) -> dict:
     "student -> extra time (timedelta) from the extensions CSV `path`, checked whole before anything is used."
     path = Path(path)
