@@ -187,7 +187,7 @@ def _explain_name(self: NotebookRun, name: str) -> str:
                 f"{self.module_name} (or this test) uses it. Add `#| export` to the cell that defines it.")
     return f"`{name}` is defined nowhere in {self.path.name} or {self.module_name}."
 
-# %% ../../nbs/90_nbtests.ipynb #needed
+# %% ../../nbs/90_nbtests.ipynb #cell-names
 def _names(source: str) -> tuple | None:
     """(global names the cell binds, global names it reads), from Python's own scopes: a name that a function
     assigns is its local, not a read of the notebook's; None when the cell does not parse."""
@@ -207,7 +207,7 @@ def _names(source: str) -> tuple | None:
         scopes.extend(scope.get_children())
     return bound, read
 
-# %% ../../nbs/90_nbtests.ipynb #cells-needed
+# %% ../../nbs/90_nbtests.ipynb #needed
 def cells_needed(cells: list, targets: list) -> list:
     "`targets` and every earlier cell of `cells` binding a name that a kept cell reads, in the order of `cells`."
     chosen = {id(t) for t in targets}

@@ -42,7 +42,7 @@ def _bwrap() -> str | None:
 def _under(path: str, folders) -> bool:
     return any(path == f or path.startswith(f.rstrip('/') + '/') for f in folders)
 
-# %% ../../nbs/93b_sandbox.ipynb #claim
+# %% ../../nbs/93b_sandbox.ipynb #uid-lock-folder
 _UID_POOL = 4096   # how many ids from _FIRST_UID on grading runs may claim
 
 def _uid_lock_folder() -> Path:
@@ -60,7 +60,7 @@ def _private_folder(folder: Path) -> Path:
                        f"run holds which user id); found owner {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}")
     return folder
 
-# %% ../../nbs/93b_sandbox.ipynb #claimed-uids
+# %% ../../nbs/93b_sandbox.ipynb #claim
 @contextmanager
 def claimed_uids(count: int, locks: Path | None = None):
     """`count` unprivileged user ids that no other grading run on this machine holds, held until the block ends

@@ -70,7 +70,7 @@ def strip_files_prefix_and_clean(text: str) -> str:
     from nbconvert.filters.strings import strip_files_prefix
     return clean_html(strip_files_prefix(text))
 
-# %% ../../nbs/93i_sanitize.ipynb #interactive
+# %% ../../nbs/93i_sanitize.ipynb #text
 INTERACTIVE_NOTE = "[interactive output removed: JavaScript, widgets and interactive plots don't run in this page]"
 _INTERACTIVE = re.compile(r"application/(javascript|x-javascript|ecmascript|vnd\.jupyter\.widget-[\w.+-]+"
                           r"|vnd\.(plotly|bokehjs|holoviews|vega|vegalite)[\w.+-]*)$")
@@ -90,7 +90,7 @@ def _without_interactive(out: dict) -> list:
     note = {'output_type': 'display_data', 'metadata': {}, 'data': {'text/plain': INTERACTIVE_NOTE}}
     return ([{**out, 'data': kept}] if set(kept) - {'text/plain'} else []) + [note]
 
-# %% ../../nbs/93i_sanitize.ipynb #without-interactive-outputs
+# %% ../../nbs/93i_sanitize.ipynb #interactive
 def without_interactive_outputs(nb, resources=None) -> tuple:
     "(`nb` with every interactive output replaced by `INTERACTIVE_NOTE`, `resources`): an nbconvert preprocessor."
     import nbformat
@@ -126,7 +126,7 @@ def _safe_output_metadata(metadata: dict) -> dict:
             out[key] = value
     return out
 
-# %% ../../nbs/93i_sanitize.ipynb #shape-2
+# %% ../../nbs/93i_sanitize.ipynb #safe-cell
 def _safe_cell(cell: dict):
     "`cell` with only plain tags, no odd grade id, no raw HTML outside a cell's box, outputs' metadata safe."
     meta = cell.setdefault('metadata', {})
@@ -143,7 +143,7 @@ def _safe_cell(cell: dict):
         if isinstance(out.get('metadata'), dict):
             out['metadata'] = _safe_output_metadata(out['metadata'])
 
-# %% ../../nbs/93i_sanitize.ipynb #page-safe
+# %% ../../nbs/93i_sanitize.ipynb #shape-2
 def page_safe(nb, resources=None) -> tuple:
     "(`nb` made safe for a page, as above, and without interactive outputs; `resources`): an nbconvert preprocessor."
     import nbformat

@@ -27,7 +27,7 @@ def printable(text, keep_newlines: bool = False) -> str:
     return ''.join(c if (keep_newlines and c == '\n') or unicodedata.category(c) not in _HIDDEN else _escape(c)
                    for c in text)
 
-# %% ../../nbs/93m_untrusted_text.ipynb #csv
+# %% ../../nbs/93m_untrusted_text.ipynb #needs-quote
 _FORMULA_START = frozenset('=+-@\t\r\n\uff1d\uff0b\uff0d\uff20')
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
@@ -36,7 +36,7 @@ def _needs_quote(text: str) -> bool:
         return _needs_quote(text[1:])
     return text[:1] in _FORMULA_START and not _NUMBER.fullmatch(text)
 
-# %% ../../nbs/93m_untrusted_text.ipynb #csv-cell
+# %% ../../nbs/93m_untrusted_text.ipynb #csv
 def csv_cell(value) -> str:
     "`value` as a CSV cell a spreadsheet shows as text: a quote in front of what it would run as a formula."
     text = '' if value is None else str(value)
