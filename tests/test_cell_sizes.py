@@ -1,6 +1,12 @@
 """No exported cell in nbs/ is longer than a reader can hold in their head: 60 lines of code at most (the `#|`
-directive lines not counted). A longer cell is split into cells of one definition (or a few small ones)."""
+directive lines not counted). A longer cell is split into cells of one definition (or a few small ones).
+
+The course notebooks (numbered 89 and up) go further: one public definition per exported cell, its example or
+test in the cell after it, and half of their exported cells at most 10 lines long."""
+import ast
 import json
+import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -8,28 +14,59 @@ import pytest
 NBS = Path(__file__).resolve().parents[1] / "nbs"
 LIMIT = 60
 EXPORT = ("#| export", "#| exports", "#| exporti")
-# Notebooks whose long cells are still to be split; each entry must go once its notebook passes (strict xfail).
-STILL_TO_SPLIT = set()
+COURSE_FIRST = 89        # notebooks numbered from here on are the course tooling
+MEDIAN_LIMIT = 10
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# Course notebooks whose exported cells still hold two or more public definitions: each entry must go once its
+# notebook passes (strict xfail; `python3 split_cells.py NOTEBOOK` splits such cells one definition per cell).
+STILL_TO_SPLIT = {"89b_course_vocabulary", "91_assignments", "92_cli", "93a_recheck", "93c_gradebook", "93d_grade_table",
+                  "93e_shards", "93f_manual_grading", "93h_feedback", "93k_lms", "93o_provenance", "94_docs",
+                  "95_autograder", "95a_autograder_try"}
+
+
+def exported_code(notebook: Path) -> list:
+    "(cell id, code) of every exported code cell of `notebook`, its `#|` directive lines left out."
+    found = []
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        lines = "".join(cell["source"]).splitlines()
+        if cell["cell_type"] == "code" and any(l.strip() in EXPORT for l in lines if l.startswith("#|")):
+            found.append((cell.get("id"), "\n".join(l for l in lines if not l.startswith("#|"))))
+    return found
+
+
+def course_notebooks(folder: Path = NBS) -> list:
+    return [nb for nb in sorted(folder.glob("*.ipynb")) if int(re.match(r"\d+", nb.stem)[0]) >= COURSE_FIRST]
 
 
 def long_exported_cells(notebook: Path, limit: int = LIMIT) -> list:
     "(cell id, lines) of every exported code cell of `notebook` longer than `limit` lines, directives aside."
     found = []
-    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
-        lines = "".join(cell["source"]).splitlines()
-        if cell["cell_type"] != "code" or not any(l.strip() in EXPORT for l in lines if l.startswith("#|")):
-            continue
-        code = [l for l in lines if not l.startswith("#|")]
-        while code and not code[0].strip():
-            code.pop(0)
-        if len(code) > limit:
-            found.append((cell.get("id"), len(code)))
+    for cell_id, code in exported_code(notebook):
+        lines = code.splitlines()
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        if len(lines) > limit:
+            found.append((cell_id, len(lines)))
     return found
 
 
-@pytest.mark.parametrize("notebook", [
-    pytest.param(nb, marks=pytest.mark.xfail(strict=True, reason="long exported cells still to be split"))
-    if nb.stem in STILL_TO_SPLIT else nb for nb in sorted(NBS.glob("*.ipynb"))], ids=lambda nb: nb.stem)
+def cells_of_many_definitions(notebook: Path) -> list:
+    "(cell id, names) of every exported cell of `notebook` that defines two or more public functions or classes."
+    found = []
+    for cell_id, code in exported_code(notebook):
+        names = [n.name for n in ast.parse(code).body if isinstance(n, DEFINITIONS) and not n.name.startswith("_")]
+        if len(names) > 1:
+            found.append((cell_id, names))
+    return found
+
+
+def median_cell_lines(notebooks: list) -> float:
+    "The median number of non-blank code lines of the exported cells of `notebooks`."
+    return statistics.median(sum(1 for l in code.splitlines() if l.strip())
+                             for nb in notebooks for _, code in exported_code(nb))
+
+
+@pytest.mark.parametrize("notebook", sorted(NBS.glob("*.ipynb")), ids=lambda nb: nb.stem)
 def test_no_exported_cell_is_over_60_lines(notebook):
     assert long_exported_cells(notebook) == []
 
@@ -42,3 +79,29 @@ def test_a_long_cell_is_found(tmp_path):
     path = tmp_path / "50_long.ipynb"
     path.write_text(json.dumps(nb))
     assert long_exported_cells(path) == [("long", 61)]
+
+
+@pytest.mark.parametrize("notebook", [
+    pytest.param(nb, marks=pytest.mark.xfail(strict=True, reason="exported cells of several public definitions"))
+    if nb.stem in STILL_TO_SPLIT else nb for nb in course_notebooks()], ids=lambda nb: nb.stem)
+def test_one_public_definition_per_exported_cell(notebook):
+    assert cells_of_many_definitions(notebook) == []
+
+
+@pytest.mark.xfail(bool(STILL_TO_SPLIT), strict=True, reason=f"cells of {', '.join(sorted(STILL_TO_SPLIT))} still to split")
+def test_course_cells_are_short():
+    assert median_cell_lines(course_notebooks()) <= MEDIAN_LIMIT
+
+
+def test_cells_of_two_public_definitions_and_the_median_are_found(tmp_path):
+    def cell(cid, code, export=True):
+        return {"cell_type": "code", "id": cid, "metadata": {}, "source": ("#| export\n" if export else "") + code}
+    nb = {"cells": [cell("two", "def f(): pass\n\nclass C:\n    def method(self): pass"),
+                    cell("private", "def _helper(): pass\n\ndef g():\n    return _helper()"),
+                    cell("test", "def test_a(): pass\ndef test_b(): pass", export=False),
+                    cell("long", "\n".join(f"x{i} = {i}" for i in range(12)) + "\n\n")]}
+    path = tmp_path / "90_two.ipynb"
+    path.write_text(json.dumps(nb))
+    assert cells_of_many_definitions(path) == [("two", ["f", "C"])]
+    assert median_cell_lines([path]) == 3          # of 3, 3 and 12 lines; blank lines and directives not counted
+    assert [nb.name for nb in course_notebooks(tmp_path)] == ["90_two.ipynb"]

@@ -9,14 +9,18 @@ __all__ = ['UsageError', 'BadInput', 'MissingInput', 'OutputInTheWay', 'NotReady
 class UsageError(Exception):
     "Something the user can fix; its message is one line that names the value and what was expected."
 
+# %% ../../nbs/89_errors.ipynb #bad-input
 class BadInput(UsageError, ValueError):
     "A value or a file's content that can't be used: a module number, `--shard`, a port, a grades CSV, a marker."
 
+# %% ../../nbs/89_errors.ipynb #missing-input
 class MissingInput(UsageError, FileNotFoundError):
     "A file or folder the user named that isn't there, or that holds nothing to work on."
 
+# %% ../../nbs/89_errors.ipynb #output-in-the-way
 class OutputInTheWay(UsageError, FileExistsError):
     "An output folder that already holds something else; nothing in it is replaced."
 
+# %% ../../nbs/89_errors.ipynb #not-ready
 class NotReady(UsageError, RuntimeError):
     "The machine or the project isn't ready for the command: a tool to install, a step to run first."

@@ -85,5 +85,6 @@ def _load_jupyter_server_extension(serverapp):
     pages.autoescape = True             # nbgrader's list pages print ids (from the gradebook or the URL) raw
     serverapp.log.info("tinytorch formgrade: only the formgrader's grading pages are served")
 
+# %% ../../nbs/93j_formgrade_guard.ipynb #jupyter-server-extension-points
 def _jupyter_server_extension_points():
     return [{'module': 'tinytorch.course.formgrade_guard'}]

@@ -18,7 +18,7 @@ from .vocabulary import read_csv_lines
 # %% auto #0
 __all__ = ['parse_time', 'read_timestamp', 'LatePolicy', 'parse_late_policy', 'read_extensions', 'LateWork', 'describe_lateness']
 
-# %% ../../nbs/93l_late.ipynb #time
+# %% ../../nbs/93l_late.ipynb #zone
 _TIME = re.compile(r'^(\d{4}-\d{2}-\d{2})[T ](\d{1,2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)\s*(.*)$')
 
 def _zone(text: str):
@@ -39,6 +39,7 @@ def _zone(text: str):
             pass
     raise ValueError(f"unknown time zone {text!r} (expected UTC, Z, +HH:MM or a name like Europe/Berlin)")
 
+# %% ../../nbs/93l_late.ipynb #time
 def parse_time(text: str, what: str, naive_utc: bool = False) -> datetime:
     "`text` as a UTC datetime; BadInput naming `what` and the value when it is not a time with a zone."
     m = _TIME.match(text.strip())
@@ -113,7 +114,7 @@ def parse_late_policy(text: str, floor: float = 0.0) -> LatePolicy:
         raise BadInput(f"--late-policy {text!r}: the deduction must be more than 0 and at most 100 %")
     return LatePolicy(kind, percent, floor)
 
-# %% ../../nbs/93l_late.ipynb #extensions
+# %% ../../nbs/93l_late.ipynb #extension
 _ID_COLUMNS, _LENGTH_COLUMNS = ('student', 'student_id', 'id'), ('due', 'days', 'hours')
 
 def _extension(row: dict, column: str, due: datetime, where: str) -> timedelta:
@@ -129,6 +130,7 @@ def _extension(row: dict, column: str, due: datetime, where: str) -> timedelta:
         raise BadInput(f"{where}: the extension ends before the assignment's due date ({column} {value!r})")
     return extra
 
+# %% ../../nbs/93l_late.ipynb #extensions
 def read_extensions(path, due: datetime | None) -> dict:
     "student -> extra time (timedelta) from the extensions CSV `path`, checked whole before anything is used."
     path = Path(path)

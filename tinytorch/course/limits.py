@@ -41,6 +41,7 @@ def parse_size(text, option: str = 'size', least: int = 1 << 20) -> int | None:
         raise BadInput(f"{option} {text!r}: expected at least {format_size(least)}")
     return n
 
+# %% ../../nbs/93g_limits.ipynb #format-size
 def format_size(n: int) -> str:
     "'2 GiB', '512 MiB', '1.5 GiB', '300 KiB': the largest unit that leaves a number of at least 1."
     for unit in 'TGMK':
@@ -63,6 +64,7 @@ class Limits:
                 what = f"{format_size(least)}" if name != 'processes' else str(least)
                 raise BadInput(f"--{name} {value!r}: expected at least {what}, or off")
 
+# %% ../../nbs/93g_limits.ipynb #parse-limits
 def parse_limits(memory='2G', processes='512', disk='1G') -> Limits:
     "Limits from the command line's strings (`off` for none); BadInput naming the option and the value."
     if str(processes).strip().lower() in _OFF:
@@ -91,6 +93,7 @@ def enforced(limits: Limits, level: str, root: bool | None = None) -> tuple:
         notes.append(f"--disk {format_size(limits.disk)} counts the work folder only: without a sandbox /tmp is the machine's")
     return Limits(limits.memory, processes, limits.disk), notes
 
+# %% ../../nbs/93g_limits.ipynb #describe-limits
 def describe_limits(limits: Limits) -> str:
     "The run's log line: what each submission may use."
     said = [f"memory {format_size(limits.memory)} per process" if limits.memory else "memory unlimited",
@@ -98,6 +101,7 @@ def describe_limits(limits: Limits) -> str:
             f"disk {format_size(limits.disk)} (work folder and /tmp together)" if limits.disk else "disk unlimited"]
     return ', '.join(said)
 
+# %% ../../nbs/93g_limits.ipynb #rlimit-prefix
 def rlimit_prefix(limits: Limits) -> list:
     "The `prlimit` command line (ending in `--`) that sets `limits` on a program and everything it starts."
     args = [f'--{flag}={value}' for flag, value in (('data', limits.memory), ('nproc', limits.processes),
@@ -123,6 +127,7 @@ def folder_bytes(folder: Path) -> int:
             pass
     return total
 
+# %% ../../nbs/93g_limits.ipynb #pss
 def _pss(pid: int) -> int:
     "Proportional resident bytes of `pid` (pages shared with other processes count in part), else its resident bytes."
     try:
@@ -132,6 +137,7 @@ def _pss(pid: int) -> int:
         with open(f'/proc/{pid}/statm') as f:
             return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
 
+# %% ../../nbs/93g_limits.ipynb #tree-memory
 def tree_memory(pid: int) -> int:
     "Resident bytes of process `pid` and all its descendants together (forked copies' shared pages counted once)."
     total, todo = 0, [pid]
@@ -146,6 +152,7 @@ def tree_memory(pid: int) -> int:
             pass
     return total
 
+# %% ../../nbs/93g_limits.ipynb #sandbox-tmp-bytes
 def sandbox_tmp_bytes(pid: int, size: int) -> int:
     """Bytes used in the private `/tmp` (a tmpfs of `size` bytes) of the sandbox started by process `pid`; 0 when it
     can't be read or isn't mounted yet (while bubblewrap sets up, that path shows other file systems)."""
@@ -167,12 +174,14 @@ class Usage:
     over_disk: bool = False          # stopped for passing the disk limit
     over_wall: bool = False          # stopped by the outer wall-clock limit
 
+# %% ../../nbs/93g_limits.ipynb #tail
 _TAIL = 256 << 10   # bytes of output kept from each stream
 
 def _tail(f) -> str:
     f.seek(max(0, os.fstat(f.fileno()).st_size - _TAIL))
     return f.read().decode('utf-8', 'replace')
 
+# %% ../../nbs/93g_limits.ipynb #kill-group
 def _kill_group(pid: int):
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -224,6 +233,7 @@ def limit_kind(text: str) -> str | None:
     "'memory', 'disk' or 'processes' when `text` (an error's name and message) is what that limit raises."
     return next((kind for kind, pattern in _LIMIT_ERRORS.items() if pattern.search(text)), None)
 
+# %% ../../nbs/93g_limits.ipynb #limit-hits
 def limit_hits(nb: dict) -> list:
     "[(kind, cell id)] of each cell of `nb` whose output is an error a limit raises."
     hits = []
@@ -235,6 +245,7 @@ def limit_hits(nb: dict) -> list:
                     hits.append((kind, cell.get('id')))
     return hits
 
+# %% ../../nbs/93g_limits.ipynb #limit-reason
 def limit_reason(kind: str, limits: Limits, cell: str | None = None) -> str:
     "What the instructor reads: the limit and the option that raises it; `cell`: the cell that hit it, the kernel lived on."
     amount = getattr(limits, kind)

@@ -50,6 +50,7 @@ class NotebookCell:
         "The item name: grade_id, else the test function, else `cell[<id>]`."
         return self.grade_id or self.test_function or f"cell[{self.cell_id}]"
 
+# %% ../../nbs/90_nbtests.ipynb #code-cells
 def code_cells(nb) -> list:
     "A `NotebookCell` for every code cell of the notebook `nb`."
     cells = []
@@ -66,6 +67,7 @@ def python_code(source: str) -> str:
     "A cell's source without its IPython magic and shell lines (`%…`, `!…`), which plain Python can't run."
     return '\n'.join(l for l in source.splitlines() if not l.lstrip().startswith(('%', '!')))
 
+# %% ../../nbs/90_nbtests.ipynb #defined-names
 def defined_names(source: str) -> set:
     "Top-level names a cell defines (functions, classes, assignments, imports)."
     try:
@@ -82,6 +84,7 @@ def defined_names(source: str) -> set:
                 names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
     return names
 
+# %% ../../nbs/90_nbtests.ipynb #exported-public-names
 def exported_public_names(cells) -> set:
     "Public top-level names defined by the exported cells (what `__all__` should list)."
     names = set().union(*(defined_names(c.source) for c in cells if c.exported)) if cells else set()
@@ -171,6 +174,7 @@ def _explain(self: NotebookRun, cell: NotebookCell, error: BaseException) -> Not
     tb = ''.join(traceback.format_exception(type(error), error, error.__traceback__)[-6:])
     return NotebookTestError('\n'.join(lines) + '\n' + tb)
 
+# %% ../../nbs/90_nbtests.ipynb #explain-name
 @patch
 def _explain_name(self: NotebookRun, name: str) -> str:
     exported = set().union(*(defined_names(c.source) for c in self.cells if c.exported))
@@ -183,7 +187,7 @@ def _explain_name(self: NotebookRun, name: str) -> str:
                 f"{self.module_name} (or this test) uses it. Add `#| export` to the cell that defines it.")
     return f"`{name}` is defined nowhere in {self.path.name} or {self.module_name}."
 
-# %% ../../nbs/90_nbtests.ipynb #needed
+# %% ../../nbs/90_nbtests.ipynb #cell-names
 def _names(source: str) -> tuple | None:
     """(global names the cell binds, global names it reads), from Python's own scopes: a name that a function
     assigns is its local, not a read of the notebook's; None when the cell does not parse."""
@@ -203,6 +207,7 @@ def _names(source: str) -> tuple | None:
         scopes.extend(scope.get_children())
     return bound, read
 
+# %% ../../nbs/90_nbtests.ipynb #needed
 def cells_needed(cells: list, targets: list) -> list:
     "`targets` and every earlier cell of `cells` binding a name that a kept cell reads, in the order of `cells`."
     chosen = {id(t) for t in targets}
@@ -216,7 +221,6 @@ def cells_needed(cells: list, targets: list) -> list:
             kept.append(cell)
             wanted |= names[1] if names else set()
     return kept[::-1]
-
 
 # %% ../../nbs/90_nbtests.ipynb #check-exports
 def check_exports(notebook, package: str = 'tinytorch') -> list:

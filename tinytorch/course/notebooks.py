@@ -23,6 +23,7 @@ __all__ = ['EXPORT_DIRECTIVES', 'ANSWER_MARKER', 'TEST_FUNC', 'NotebookError', '
 class NotebookError(BadInput):
     "A file or text that is not a readable notebook (a `BadInput`, so also a `ValueError`)."
 
+# %% ../../nbs/89a_notebooks.ipynb #reads-nb
 _NOT_A_NOTEBOOK = (ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError)
 
 def reads_nb(text: str, name: str = 'the text') -> nbformat.NotebookNode:
@@ -35,6 +36,7 @@ def reads_nb(text: str, name: str = 'the text') -> nbformat.NotebookNode:
         raise NotebookError(f"{name} is not a readable notebook (it has no list of cells)")
     return nb
 
+# %% ../../nbs/89a_notebooks.ipynb #read-nb
 def read_nb(path) -> nbformat.NotebookNode:
     "The notebook at `path` (see `reads_nb`)."
     path = Path(path)
@@ -50,6 +52,7 @@ def writes_nb(nb) -> str:
     text = nbformat.writes(nbformat.from_dict(nb))
     return text if text.endswith('\n') else text + '\n'
 
+# %% ../../nbs/89a_notebooks.ipynb #write-nb
 def write_nb(nb, path) -> Path:
     "Write `nb` to `path` (see `writes_nb`); returns the path."
     path = Path(path)
@@ -62,6 +65,7 @@ def cell_source(cell) -> str:
     source = cell.get('source', '')
     return source if isinstance(source, str) else ''.join(source)
 
+# %% ../../nbs/89a_notebooks.ipynb #cell-directives
 EXPORT_DIRECTIVES = frozenset({'export', 'exports', 'exporti'})
 
 def cell_directives(cell) -> dict:
@@ -71,14 +75,17 @@ def cell_directives(cell) -> dict:
     return NbCell(0, {'cell_type': 'code', 'id': cell.get('id', ''), 'source': cell_source(cell),
                       'metadata': cell.get('metadata') or {}}).directives
 
+# %% ../../nbs/89a_notebooks.ipynb #parse-directives
 def parse_directives(source: str) -> dict:
     "The directives at the top of a code cell's `source`."
     return cell_directives({'cell_type': 'code', 'source': source})
 
+# %% ../../nbs/89a_notebooks.ipynb #is-exported
 def is_exported(cell) -> bool:
     "Does nbdev export this cell to the notebook's module?"
     return bool(EXPORT_DIRECTIVES & cell_directives(cell).keys())
 
+# %% ../../nbs/89a_notebooks.ipynb #default-exp
 def default_exp(nb) -> str | None:
     "The module a notebook exports to (its `#| default_exp`), or None."
     return next((d['default_exp'] for d in map(cell_directives, nb['cells']) if 'default_exp' in d), None)
@@ -92,6 +99,7 @@ def strip_hidden_tests(source: str) -> str:
     return ''.join(line.text for line in marked_lines(source, ('hidden',), keepends=True)
                    if not (line.region or line.marker))
 
+# %% ../../nbs/89a_notebooks.ipynb #nbgrader-fields
 def nbgrader_fields(cell) -> dict:
     "A cell's nbgrader metadata; {} when it has none."
     return (cell.get('metadata') or {}).get('nbgrader') or {}
@@ -103,6 +111,7 @@ def module_number(module) -> str:
         raise BadInput(f"a module is named by its number, e.g. 11; got {module!r}")
     return f"{int(module):02d}"
 
+# %% ../../nbs/89a_notebooks.ipynb #find-notebook
 def find_notebook(module, nbs_dir) -> Path:
     "The notebook `nbs_dir/<NN>_*.ipynb` for module number `module` (e.g. 11 or '11')."
     nbs_dir = Path(nbs_dir)

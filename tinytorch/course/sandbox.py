@@ -33,14 +33,16 @@ _SYSTEM_DIRS = ('/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/l
 class SandboxUnavailable(NotReady):
     "No bubblewrap sandbox can be made on this machine."
 
+# %% ../../nbs/93b_sandbox.ipynb #bwrap
 def _bwrap() -> str | None:
     "The bubblewrap executable: `$TINYTORCH_BWRAP` (a name or a path) or `bwrap` on PATH."
     return shutil.which(os.environ.get('TINYTORCH_BWRAP') or 'bwrap')
 
+# %% ../../nbs/93b_sandbox.ipynb #under
 def _under(path: str, folders) -> bool:
     return any(path == f or path.startswith(f.rstrip('/') + '/') for f in folders)
 
-# %% ../../nbs/93b_sandbox.ipynb #claim
+# %% ../../nbs/93b_sandbox.ipynb #uid-lock-folder
 _UID_POOL = 4096   # how many ids from _FIRST_UID on grading runs may claim
 
 def _uid_lock_folder() -> Path:
@@ -48,6 +50,7 @@ def _uid_lock_folder() -> Path:
     base = Path('/run') if os.path.isdir('/run') and os.access('/run', os.W_OK) else Path(tempfile.gettempdir())
     return base / 'tinytorch-grading-uids'
 
+# %% ../../nbs/93b_sandbox.ipynb #private-folder
 def _private_folder(folder: Path) -> Path:
     "`folder`, made if missing; refused unless this user owns it and nobody else may enter it."
     folder.mkdir(mode=0o700, exist_ok=True)
@@ -57,6 +60,7 @@ def _private_folder(folder: Path) -> Path:
                        f"run holds which user id); found owner {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}")
     return folder
 
+# %% ../../nbs/93b_sandbox.ipynb #claim
 @contextmanager
 def claimed_uids(count: int, locks: Path | None = None):
     """`count` unprivileged user ids that no other grading run on this machine holds, held until the block ends
@@ -171,6 +175,7 @@ def uid_layer_available() -> bool:
                              capture_output=True, timeout=600)   # a hang raises; it never downgrades
     return run.returncode == 0
 
+# %% ../../nbs/93b_sandbox.ipynb #isolation-level
 def isolation_level(sandbox: bool = True) -> str:
     "'sandbox+uid' (as root: also an unprivileged uid), 'sandbox', or 'none'; raises SandboxUnavailable when none can be had."
     if not sandbox:
@@ -180,11 +185,12 @@ def isolation_level(sandbox: bool = True) -> str:
         raise SandboxUnavailable(problem)
     return 'sandbox+uid' if uid_layer_available() else 'sandbox'
 
-# %% ../../nbs/93b_sandbox.ipynb #run-isolated
+# %% ../../nbs/93b_sandbox.ipynb #chown-tree
 def _chown_tree(root: Path, uid: int, gid: int):
     for path in [root, *root.rglob('*')]:
         os.chown(path, uid, gid, follow_symlinks=False)
 
+# %% ../../nbs/93b_sandbox.ipynb #run-isolated
 def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None,
                  sandbox: Sandbox | None, stdin: str | None = None, limits: Limits | None = None) -> subprocess.CompletedProcess:
     "Run `args` in `workdir` with a wall-clock limit, `stdin` as its input: in `sandbox` (as `uid` when given), or unsandboxed."
@@ -214,6 +220,7 @@ def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None
         if uid is not None:
             _chown_tree(workdir, os.geteuid(), os.getegid())
 
+# %% ../../nbs/93b_sandbox.ipynb #was-killed
 def was_killed(returncode: int) -> bool:
     "Did the wall-clock limit stop the run? (`timeout -s KILL` exits 137 or 124; a killed child shows -9.)"
     return returncode in (-9, 124, 137)

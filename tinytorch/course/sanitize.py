@@ -56,6 +56,7 @@ def _attribute_allowed(tag: str, attribute: str, value: str) -> str | None:
         return '#' + ID_PREFIX + value[1:]
     return value
 
+# %% ../../nbs/93i_sanitize.ipynb #clean-html
 def clean_html(text) -> str:
     "Student HTML `text` with only the allow-listed elements, attributes, classes and URLs left."
     import nh3
@@ -69,7 +70,7 @@ def strip_files_prefix_and_clean(text: str) -> str:
     from nbconvert.filters.strings import strip_files_prefix
     return clean_html(strip_files_prefix(text))
 
-# %% ../../nbs/93i_sanitize.ipynb #interactive
+# %% ../../nbs/93i_sanitize.ipynb #text
 INTERACTIVE_NOTE = "[interactive output removed: JavaScript, widgets and interactive plots don't run in this page]"
 _INTERACTIVE = re.compile(r"application/(javascript|x-javascript|ecmascript|vnd\.jupyter\.widget-[\w.+-]+"
                           r"|vnd\.(plotly|bokehjs|holoviews|vega|vegalite)[\w.+-]*)$")
@@ -77,6 +78,7 @@ _INTERACTIVE = re.compile(r"application/(javascript|x-javascript|ecmascript|vnd\
 def _text(value) -> str:
     return ''.join(value) if isinstance(value, list) else str(value)
 
+# %% ../../nbs/93i_sanitize.ipynb #without-interactive
 def _without_interactive(out: dict) -> list:
     "The outputs that replace `out`: itself, itself without its interactive data and a note, or only the note."
     data = out.get('data') or {}
@@ -88,6 +90,7 @@ def _without_interactive(out: dict) -> list:
     note = {'output_type': 'display_data', 'metadata': {}, 'data': {'text/plain': INTERACTIVE_NOTE}}
     return ([{**out, 'data': kept}] if set(kept) - {'text/plain'} else []) + [note]
 
+# %% ../../nbs/93i_sanitize.ipynb #interactive
 def without_interactive_outputs(nb, resources=None) -> tuple:
     "(`nb` with every interactive output replaced by `INTERACTIVE_NOTE`, `resources`): an nbconvert preprocessor."
     import nbformat
@@ -110,6 +113,7 @@ def _image_size(value) -> int | None:
         return None
     return int(number) if number is not None and 0 < number <= _IMAGE_SIZE_LIMIT else None
 
+# %% ../../nbs/93i_sanitize.ipynb #safe-output-metadata
 def _safe_output_metadata(metadata: dict) -> dict:
     "An output's metadata with width and height as pixels (or gone), `filenames` gone, at both levels."
     out = {}
@@ -122,7 +126,7 @@ def _safe_output_metadata(metadata: dict) -> dict:
             out[key] = value
     return out
 
-# %% ../../nbs/93i_sanitize.ipynb #shape-2
+# %% ../../nbs/93i_sanitize.ipynb #safe-cell
 def _safe_cell(cell: dict):
     "`cell` with only plain tags, no odd grade id, no raw HTML outside a cell's box, outputs' metadata safe."
     meta = cell.setdefault('metadata', {})
@@ -139,6 +143,7 @@ def _safe_cell(cell: dict):
         if isinstance(out.get('metadata'), dict):
             out['metadata'] = _safe_output_metadata(out['metadata'])
 
+# %% ../../nbs/93i_sanitize.ipynb #shape-2
 def page_safe(nb, resources=None) -> tuple:
     "(`nb` made safe for a page, as above, and without interactive outputs; `resources`): an nbconvert preprocessor."
     import nbformat
@@ -173,6 +178,7 @@ def with_mathjax_config(page: str) -> str:
     return re.sub(r"<script src=\"[^\"]*mathjax[^\"]*\">", lambda m: f"<script>{MATHJAX_CONFIG}</script>{m[0]}",
                   page, count=1, flags=re.I)
 
+# %% ../../nbs/93i_sanitize.ipynb #sha256
 def _sha256(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode('utf-8')).digest()).decode() + "'"
 
@@ -188,6 +194,7 @@ def page_policy(own_page: str) -> str:
         f"font-src 'self' data: {' '.join(folders)}", "img-src 'self' data: http: https:", "frame-src data:", "connect-src 'none'",
         "object-src 'none'", "base-uri 'none'", "form-action 'none'"])
 
+# %% ../../nbs/93i_sanitize.ipynb #with-page-policy
 def with_page_policy(page: str, own_page: str) -> str:
     "`page` with MathJax's config made an inline script and `page_policy(own_page)` in a <meta> first in its <head>."
     page, own_page = with_mathjax_config(page), with_mathjax_config(own_page)

@@ -11,13 +11,14 @@ import unicodedata
 # %% auto #0
 __all__ = ['printable', 'csv_cell', 'csv_value', 'csv_row', 'markdown_text']
 
-# %% ../../nbs/93m_untrusted_text.ipynb #printable
+# %% ../../nbs/93m_untrusted_text.ipynb #escape
 _HIDDEN = {'Cc', 'Cf', 'Cs', 'Zl', 'Zp'}      # controls, invisible formatting, lone surrogates, line/paragraph separators
 _NAMED = {'\n': '\\n', '\r': '\\r', '\t': '\\t'}
 
 def _escape(c: str) -> str:
     return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
 
+# %% ../../nbs/93m_untrusted_text.ipynb #printable
 def printable(text, keep_newlines: bool = False) -> str:
     "`text` as a terminal or a log may show it: every control, invisible or separator character as a visible escape."
     text = str(text)
@@ -26,7 +27,7 @@ def printable(text, keep_newlines: bool = False) -> str:
     return ''.join(c if (keep_newlines and c == '\n') or unicodedata.category(c) not in _HIDDEN else _escape(c)
                    for c in text)
 
-# %% ../../nbs/93m_untrusted_text.ipynb #csv
+# %% ../../nbs/93m_untrusted_text.ipynb #needs-quote
 _FORMULA_START = frozenset('=+-@\t\r\n\uff1d\uff0b\uff0d\uff20')
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
@@ -35,15 +36,18 @@ def _needs_quote(text: str) -> bool:
         return _needs_quote(text[1:])
     return text[:1] in _FORMULA_START and not _NUMBER.fullmatch(text)
 
+# %% ../../nbs/93m_untrusted_text.ipynb #csv
 def csv_cell(value) -> str:
     "`value` as a CSV cell a spreadsheet shows as text: a quote in front of what it would run as a formula."
     text = '' if value is None else str(value)
     return "'" + text if _needs_quote(text) else text
 
+# %% ../../nbs/93m_untrusted_text.ipynb #csv-value
 def csv_value(cell: str) -> str:
     "The text `csv_cell` was given for `cell`: its quote taken off again."
     return cell[1:] if cell[:1] == "'" and _needs_quote(cell[1:]) else cell
 
+# %% ../../nbs/93m_untrusted_text.ipynb #csv-row
 def csv_row(row):
     "`row` (a list or a dict of cells) with every cell through `csv_cell`."
     return {k: csv_cell(v) for k, v in row.items()} if isinstance(row, dict) else [csv_cell(v) for v in row]
