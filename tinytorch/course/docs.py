@@ -6,11 +6,9 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import copy
 import html
 import importlib
-import inspect
 import json
 import os
 import re
@@ -25,14 +23,14 @@ from .assignments import cell_role, find_leaks, public_text, secret_lines
 from .notebooks import (EXPORT_DIRECTIVES, cell_source, default_exp, parse_directives, read_nb,
                                         strip_hidden_tests, write_nb)
 from .vocabulary import BEGIN_SOLUTION
+from .docs_api import api_markdown, api_reference, documented_names, link_targets, linkify
 from .errors import BadInput, MissingInput, NotReady, OutputInTheWay
 from .selftest import KERNEL_ARGS
 
 # %% auto #0
 __all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'SKIP_FLAGS', 'CLI_REFERENCE', 'LINK_TARGETS_FILE', 'course_notebooks',
-           'api_markdown', 'documented_names', 'link_targets', 'linkify', 'rst_docstring', 'autodoc_docstring',
-           'prepare_notebook', 'execute_notebook', 'publish_notebook', 'api_reference', 'cli_reference',
-           'write_cli_reference', 'site_text_views', 'site_secrets', 'check_site', 'build_docs']
+           'prepare_notebook', 'execute_notebook', 'publish_notebook', 'cli_reference', 'write_cli_reference',
+           'site_text_views', 'site_secrets', 'check_site', 'build_docs']
 
 # %% ../../nbs/94_docs.ipynb #find
 def course_notebooks(nbs_dir='nbs', prefix: str | None = 'core.') -> list:
@@ -43,120 +41,6 @@ def course_notebooks(nbs_dir='nbs', prefix: str | None = 'core.') -> list:
         if module and (prefix is None or module.startswith(prefix)):
             found.append((path, module))
     return found
-
-# %% ../../nbs/94_docs.ipynb #api
-def _autodoc_block(kind: str, target: str, options: dict) -> str:
-    "A MyST `{eval-rst}` block holding one autodoc directive: autodoc writes reST, so it must run inside reST."
-    lines = [f'.. {kind}:: {target}'] + [f'   :{k}:' + (f' {v}' if v is not True else '') for k, v in options.items()]
-    return '```{eval-rst}\n' + '\n'.join(lines) + '\n```\n'
-
-def _member_names(cls) -> list:
-    "Public methods and properties that `cls` itself defines, in definition order: the members autodoc's `:members:` shows."
-    return [name for name, value in vars(cls).items() if not name.startswith('_')
-            and (isinstance(value, (property, staticmethod, classmethod)) or inspect.isfunction(value))]
-
-def _autodoc_kind(obj) -> str:
-    if inspect.isclass(obj): return 'autoexception' if issubclass(obj, BaseException) else 'autoclass'
-    return 'autofunction' if callable(obj) else 'autodata'
-
-def api_markdown(obj, name: str, module: str, index: bool = True) -> str:
-    """A MyST block asking Sphinx autodoc to document `obj` (function, class with its public members,
-    exception or constant) as `module.name`; `index=False` adds `:no-index:` (a second description of it)."""
-    kind, opts = _autodoc_kind(obj), {}
-    if kind in ('autoclass', 'autoexception'):
-        opts.update({'members': True, 'undoc-members': True})
-    if kind == 'autodata' and len(repr(obj)) > 80:
-        opts['no-value'] = True
-    if not index:
-        opts['no-index'] = True
-    return _autodoc_block(kind, f'{module}.{name}', opts)
-
-# %% ../../nbs/94_docs.ipynb #names
-def documented_names(source: str) -> list:
-    "Public functions and classes defined at the top level of `source`, in order."
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    return [node.name for node in tree.body
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith('_')]
-
-# %% ../../nbs/94_docs.ipynb #names-links
-def link_targets(modules) -> dict:
-    "`{'Embedding': 'tinytorch.core.embeddings.Embedding', 'Embedding.forward': ..., ...}` for the `__all__` of `modules`; ambiguous short names are left out."
-    targets, seen = {}, {}
-    for module in modules:
-        mod = importlib.import_module(f'tinytorch.{module}')
-        for name in getattr(mod, '__all__', []):
-            obj = getattr(mod, name)
-            entries = {name: f'{mod.__name__}.{name}'}
-            if inspect.isclass(obj):
-                entries.update({f'{name}.{m}': f'{mod.__name__}.{name}.{m}' for m in _member_names(obj)})
-            for short, full in entries.items():
-                seen[short] = seen.get(short, 0) + 1
-                targets[short] = full
-    return {k: v for k, v in targets.items() if seen[k] == 1}
-
-# %% ../../nbs/94_docs.ipynb #names-linkify
-_INLINE_CODE = re.compile(r'(?<![`\w])`([A-Za-z_][\w.]*)(\(\))?`(?!`)')
-
-def linkify(text: str, targets: dict) -> str:
-    "Turn `` `Name` `` into a `{py:obj}` link when `Name` is in `targets`, outside fenced code and headings."
-    out, fence = [], None
-    for line in text.split('\n'):
-        stripped = line.lstrip()
-        m = re.match(r'(`{3,}|~{3,})', stripped)
-        if fence:
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not stripped[len(m.group(1)):].strip():
-                fence = None
-            out.append(line); continue
-        if m:
-            fence = m.group(1); out.append(line); continue
-        if stripped.startswith('#'):
-            out.append(line); continue
-        out.append(_INLINE_CODE.sub(lambda mm: (f'{{py:obj}}`{mm.group(1)}{mm.group(2) or ""} <{targets[mm.group(1)]}>`'
-                                                if mm.group(1) in targets else mm.group(0)), line))
-    return '\n'.join(out)
-
-# %% ../../nbs/94_docs.ipynb #names-rst
-_RST_CODE = re.compile(r'``.+?``|`([^`\n]+)`')
-
-_LIST_ITEM = re.compile(r'\s*(\d+\.|[-*+])\s')
-
-def _rst_code(line: str, targets: dict) -> str:
-    def span(m):
-        if m.group(1) is None: return m.group(0)                  # already ``literal``
-        text = m.group(1)
-        name = text[:-2] if text.endswith('()') else text
-        out = f':py:obj:`{text} <{targets[name]}>`' if name in targets else f'``{text}``'
-        before, after = line[m.start() - 1:m.start()], line[m.end():m.end() + 1]
-        # reST markup must not touch a letter: `Name`s becomes ``Name``\ s
-        return ('\\ ' if before.isalnum() else '') + out + ('\\ ' if after.isalnum() else '')
-    return _RST_CODE.sub(span, line)
-
-# %% ../../nbs/94_docs.ipynb #names-2
-def rst_docstring(lines: list, targets: dict | None = None) -> list:
-    """Rewrite, in place, docstring `lines` written in the notebooks' Markdown style as reStructuredText
-    (what autodoc reads): `` `code` `` becomes a literal, or a link when it names one of `targets`, and
-    a list that starts right under a line, or text right after a list, gets the blank line reST needs."""
-    targets, out, in_list = targets or {}, [], False
-    for line in lines:
-        item, prev = _LIST_ITEM.match(line), out[-1] if out else ''
-        ends_list = in_list and line.strip() and not item and not line[:1].isspace()
-        if prev.strip() and ((item and not in_list) or ends_list):
-            out.append('')
-        if item: in_list = True
-        elif ends_list or (not in_list and line.strip()): in_list = False
-        out.append(_rst_code(line, targets))
-    lines[:] = out
-    return lines
-
-def autodoc_docstring(what: str, obj, lines: list, targets: dict | None = None) -> list:
-    """What the site's `conf.py` runs on autodoc's `autodoc-process-docstring` event: `rst_docstring`, after
-    dropping the docstring a constant only inherits from its type (a tuple's would say how tuples work)."""
-    if what in ('data', 'attribute') and lines and '\n'.join(lines).strip() == (inspect.getdoc(type(obj)) or '').strip():
-        lines.clear()
-    return rst_docstring(lines, targets)
 
 # %% ../../nbs/94_docs.ipynb #prepare
 ANSWER_PLACEHOLDER = '*Your answer goes here in the assignment.*'
@@ -260,19 +144,6 @@ def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict
     nb['cells'] = out
     nb['metadata'] = {k: v for k, v in nb.get('metadata', {}).items() if k in ('kernelspec', 'language_info')}
     return nb
-
-# %% ../../nbs/94_docs.ipynb #reference
-def api_reference(modules, title: str, intro: str) -> str:
-    "A MyST page documenting the `__all__` of each of `modules` (e.g. `'core.embeddings'`) with autodoc."
-    parts = [f'# {title}\n', intro.strip() + '\n']
-    for module in modules:
-        mod = importlib.import_module(f'tinytorch.{module}')
-        summary = (inspect.getdoc(mod) or '').strip()
-        parts.append(f'## `{mod.__name__}`\n')
-        if summary: parts.append(summary + '\n')
-        for name in getattr(mod, '__all__', []):
-            parts.append(api_markdown(getattr(mod, name), name, mod.__name__, index=True))
-    return '\n'.join(parts)
 
 # %% ../../nbs/94_docs.ipynb #cli
 CLI_REFERENCE = 'docs/cli.md'
