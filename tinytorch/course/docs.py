@@ -42,10 +42,14 @@ def course_notebooks(nbs_dir='nbs', prefix: str | None = 'core.') -> list:
             found.append((path, module))
     return found
 
-# %% ../../nbs/94_docs.ipynb #prepare
+# %% ../../nbs/94_docs.ipynb #prepare-constants
 ANSWER_PLACEHOLDER = '*Your answer goes here in the assignment.*'
+
 DOCS_KEY = 'tinytorch_docs'   # cell metadata: the cell's role in the staged copy
+
 SKIP_FLAGS = {'slow', 'notest'}   # nbdev-test's flags (pyproject's tst_flags): too slow to run for a page either
+
+# %% ../../nbs/94_docs.ipynb #prepare
 def prepare_notebook(nb: dict) -> dict:
     "A copy of a source notebook, ready to execute for the site (see above). Each cell's role is kept in its metadata."
     nb = copy.deepcopy(nb)
@@ -145,8 +149,9 @@ def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict
     nb['metadata'] = {k: v for k, v in nb.get('metadata', {}).items() if k in ('kernelspec', 'language_info')}
     return nb
 
-# %% ../../nbs/94_docs.ipynb #cli
+# %% ../../nbs/94_docs.ipynb #cli-intro
 CLI_REFERENCE = 'docs/cli.md'
+
 _CLI_INTRO = '''Every `tinytorch` command, its arguments and their defaults, as the command itself defines them
 (this page is written from its argument parser). What a flag in the grades means, and what to do about each
 exit code: the {ref}`instructor guide's troubleshooting <troubleshooting>`.
@@ -157,6 +162,7 @@ stale metadata, or a bug in the tooling (Python's traceback: please report it); 
 submission but some need your attention.
 '''
 
+# %% ../../nbs/94_docs.ipynb #cli-usage
 def _cli_usage(p) -> str:
     "`tinytorch grade MODULE SUBMISSIONS [--jobs JOBS] ...`, one line, from the parser's own arguments."
     words = [p.prog]
@@ -169,11 +175,13 @@ def _cli_usage(p) -> str:
         words.append(word if a.required else f'[{word}]')
     return ' '.join(words)
 
+# %% ../../nbs/94_docs.ipynb #cli-text
 def _cli_text(text) -> str:
     "Help text as Markdown on one line: `|` would end a table cell, `<student>` would be read as an HTML tag."
     text = re.sub(r'([|<>])', r'\\\1', str(text or '').replace('\n', ' ')).strip()
     return text[:1].upper() + text[1:]
 
+# %% ../../nbs/94_docs.ipynb #cli
 def cli_reference(parser) -> str:
     "The command reference page (MyST Markdown) for the argparse `parser` of the `tinytorch` command."
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -192,12 +200,13 @@ def cli_reference(parser) -> str:
         parts.append('')
     return '\n'.join(parts)
 
+# %% ../../nbs/94_docs.ipynb #cli-write
 def write_cli_reference(parser, path=CLI_REFERENCE) -> Path:
     "Write the command reference of `parser` (`tinytorch.cli.build_parser()`; the CLI imports this module) to `path`."
     Path(path).write_text(cli_reference(parser), encoding='utf-8')
     return Path(path)
 
-# %% ../../nbs/94_docs.ipynb #leaks
+# %% ../../nbs/94_docs.ipynb #leaks-views
 def site_text_views(path) -> list:
     "A published file's text, raw and (for HTML) with tags removed and entities decoded; [] for binary files."
     try:
@@ -209,12 +218,14 @@ def site_text_views(path) -> list:
         views.append(html.unescape(re.sub(r'<[^>]+>', '', raw)))
     return views
 
+# %% ../../nbs/94_docs.ipynb #leaks-secrets
 def site_secrets(nbs_dir='nbs') -> set:
     "Lines of solution regions, hidden tests and instructor notes of the notebooks in `nbs_dir` that no notebook shows in public."
     notebooks = sorted(Path(nbs_dir).glob('*.ipynb'))
     public = '\n'.join(public_text(nb) for nb in notebooks)
     return {line for nb in notebooks for line in secret_lines(nb) if line not in public}
 
+# %% ../../nbs/94_docs.ipynb #leaks
 def check_site(site, nbs_dir='nbs') -> list:
     "Problems with a built site: forbidden files, and secret lines of the notebooks in `nbs_dir` found in it."
     site, problems = Path(site), []
@@ -230,7 +241,7 @@ def check_site(site, nbs_dir='nbs') -> list:
                 break
     return problems
 
-# %% ../../nbs/94_docs.ipynb #build
+# %% ../../nbs/94_docs.ipynb #build-helpers
 LINK_TARGETS_FILE = '_link_targets.json'   # next to conf.py in the staged Sphinx project
 
 def _log(verbose, *args):
@@ -239,6 +250,7 @@ def _log(verbose, *args):
 def _clear(path: Path):
     if path.exists(): shutil.rmtree(path)
 
+# %% ../../nbs/94_docs.ipynb #build
 def _publish_pages(items, src: Path, nbs_dir: Path, targets: dict, timeout: int, jobs: int, verbose: bool):
     "Prepare, execute and publish each `(path, module, folder)` of `items` as `src/folder/<notebook>`, `jobs` at a time."
     for folder in {folder for _, _, folder in items}: (src / folder).mkdir()

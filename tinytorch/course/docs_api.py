@@ -13,21 +13,24 @@ import re
 # %% auto #0
 __all__ = ['api_markdown', 'documented_names', 'link_targets', 'linkify', 'rst_docstring', 'autodoc_docstring', 'api_reference']
 
-# %% ../../nbs/94a_docs_api.ipynb #api
+# %% ../../nbs/94a_docs_api.ipynb #api-block
 def _autodoc_block(kind: str, target: str, options: dict) -> str:
     "A MyST `{eval-rst}` block holding one autodoc directive: autodoc writes reST, so it must run inside reST."
     lines = [f'.. {kind}:: {target}'] + [f'   :{k}:' + (f' {v}' if v is not True else '') for k, v in options.items()]
     return '```{eval-rst}\n' + '\n'.join(lines) + '\n```\n'
 
+# %% ../../nbs/94a_docs_api.ipynb #api-members
 def _member_names(cls) -> list:
     "Public methods and properties that `cls` itself defines, in definition order: the members autodoc's `:members:` shows."
     return [name for name, value in vars(cls).items() if not name.startswith('_')
             and (isinstance(value, (property, staticmethod, classmethod)) or inspect.isfunction(value))]
 
+# %% ../../nbs/94a_docs_api.ipynb #api-kind
 def _autodoc_kind(obj) -> str:
     if inspect.isclass(obj): return 'autoexception' if issubclass(obj, BaseException) else 'autoclass'
     return 'autofunction' if callable(obj) else 'autodata'
 
+# %% ../../nbs/94a_docs_api.ipynb #api
 def api_markdown(obj, name: str, module: str, index: bool = True) -> str:
     """A MyST block asking Sphinx autodoc to document `obj` (function, class with its public members,
     exception or constant) as `module.name`; `index=False` adds `:no-index:` (a second description of it)."""
@@ -120,6 +123,7 @@ def rst_docstring(lines: list, targets: dict | None = None) -> list:
     lines[:] = out
     return lines
 
+# %% ../../nbs/94a_docs_api.ipynb #names-autodoc
 def autodoc_docstring(what: str, obj, lines: list, targets: dict | None = None) -> list:
     """What the site's `conf.py` runs on autodoc's `autodoc-process-docstring` event: `rst_docstring`, after
     dropping the docstring a constant only inherits from its type (a tuple's would say how tuples work)."""
