@@ -106,6 +106,35 @@ def _strip_directives(source: str) -> str:
 def _md_cell(source: str, cid: str) -> dict:
     return {'cell_type': 'markdown', 'id': cid, 'metadata': {}, 'source': source}
 
+# %% ../../nbs/94_docs.ipynb #publish-api
+def _api_cells(cell: dict, mod, module: str) -> list:
+    "The API entries (markdown cells) of the public names an exported `cell` of `tinytorch.<module>` defines."
+    cells = []
+    for name in documented_names(cell_source(cell)):
+        if not hasattr(mod, name):
+            raise NotReady(f"{name} is defined in an exported cell but missing from tinytorch.{module}: "
+                           "run nbdev-export")
+        entry = api_markdown(getattr(mod, name), name, mod.__name__, index=False)
+        cells.append(_md_cell(entry, f"{cell.get('id', 'cell')}-api-{name}"))
+    return cells
+
+# %% ../../nbs/94_docs.ipynb #publish-code
+def _shown_code(cell: dict, role, directives: dict, tags: list, module: str) -> dict:
+    "A code cell as its page shows it: a solution's input hidden, directives dropped, tracebacks short, figures' alt text."
+    if role == 'solution' or BEGIN_SOLUTION in cell_source(cell) or str(directives.get('echo', '')).lower() == 'false':
+        cell['source'] = ''
+        cell['metadata']['tags'] = sorted(set(tags) | {'remove-input'})
+    else:
+        cell['source'] = _strip_directives(cell_source(cell))
+    if str(directives.get('output', '')).lower() == 'false': cell['outputs'] = []
+    for output in cell.get('outputs', []):
+        if output.get('output_type') == 'error':
+            output['traceback'] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
+    alt = _figure_alt(cell, directives, module)
+    if alt:
+        cell['metadata']['mystnb'] = {'image': {'alt': alt}}    # MyST-NB's cell-level image options
+    return cell
+
 # %% ../../nbs/94_docs.ipynb #publish-2
 def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict:
     "The page version of an executed, prepared notebook of `tinytorch.<module>` (see the table above)."
@@ -119,32 +148,15 @@ def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict
         cell['metadata'] = {'tags': tags} if tags else {}
         if cell['cell_type'] == 'markdown':
             cell['source'] = link(cell_source(cell))
-            out.append(cell); continue
-        if cell['cell_type'] != 'code': out.append(cell); continue
-        if role == 'setup' or 'default_exp' in directives or 'hide' in directives:
+            out.append(cell)
+        elif cell['cell_type'] != 'code':
+            out.append(cell)
+        elif role == 'setup' or 'default_exp' in directives or 'hide' in directives:
             continue
-        if EXPORT_DIRECTIVES & directives.keys():
-            if 'exporti' in directives: continue
-            for name in documented_names(cell_source(cell)):
-                if not hasattr(mod, name):
-                    raise NotReady(f"{name} is defined in an exported cell but missing from tinytorch.{module}: "
-                                   "run nbdev-export")
-                entry = api_markdown(getattr(mod, name), name, mod.__name__, index=False)
-                out.append(_md_cell(entry, f"{cell.get('id', 'cell')}-api-{name}"))
-            continue
-        if role == 'solution' or BEGIN_SOLUTION in cell_source(cell) or str(directives.get('echo', '')).lower() == 'false':
-            cell['source'] = ''
-            cell['metadata']['tags'] = sorted(set(tags) | {'remove-input'})
+        elif EXPORT_DIRECTIVES & directives.keys():
+            if 'exporti' not in directives: out += _api_cells(cell, mod, module)
         else:
-            cell['source'] = _strip_directives(cell_source(cell))
-        if str(directives.get('output', '')).lower() == 'false': cell['outputs'] = []
-        for output in cell.get('outputs', []):
-            if output.get('output_type') == 'error':
-                output['traceback'] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
-        alt = _figure_alt(cell, directives, module)
-        if alt:
-            cell['metadata']['mystnb'] = {'image': {'alt': alt}}    # MyST-NB's cell-level image options
-        out.append(cell)
+            out.append(_shown_code(cell, role, directives, tags, module))
     nb['cells'] = out
     nb['metadata'] = {k: v for k, v in nb.get('metadata', {}).items() if k in ('kernelspec', 'language_info')}
     return nb
@@ -264,6 +276,53 @@ def _publish_pages(items, src: Path, nbs_dir: Path, targets: dict, timeout: int,
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         list(pool.map(page, items))
 
+# %% ../../nbs/94_docs.ipynb #build-stage
+def _stage(docs_dir: Path, work_dir: Path) -> Path:
+    "A fresh Sphinx project in `work_dir/docs` from `docs_dir`, the README its home page includes next to it; returns it."
+    src = work_dir / 'docs'        # mirrors the repository's docs/
+    for folder in (src, work_dir / 'html', work_dir / 'doctrees', work_dir / 'jupyter_execute'): _clear(folder)
+    shutil.copytree(docs_dir, src, ignore=shutil.ignore_patterns('_build', '.ipynb_checkpoints', '__pycache__'))
+    readme = docs_dir.parent / 'README.md'    # the home page includes its sections for each reader
+    if readme.exists(): shutil.copy(readme, work_dir / 'README.md')
+    elif '../README.md' in (docs_dir / 'index.md').read_text(encoding='utf-8'):
+        raise MissingInput(f'{readme} not found: {docs_dir}/index.md includes its sections for each reader')
+    return src
+
+# %% ../../nbs/94_docs.ipynb #build-api-pages
+def _write_api_pages(src: Path, core: list, internal: list):
+    "`api.md` for the course modules `core`, `api_tooling.md` for the tooling modules `internal`."
+    (src / 'api.md').write_text(api_reference(
+        core, 'API reference',
+        'Every name the course modules export, with its signature and docstring. The module pages show the '
+        'same entries next to the explanation and the tests.'), encoding='utf-8')
+    (src / 'api_tooling.md').write_text(api_reference(
+        internal, 'API reference: the course tooling',
+        'The modules behind the `tinytorch` command: running notebook tests against a package, nbgrader '
+        'assignments and releases, grading, and this site. The Internals pages explain each of them.'), encoding='utf-8')
+
+# %% ../../nbs/94_docs.ipynb #build-sphinx
+def _sphinx_build(src: Path, work_dir: Path, verbose: bool) -> Path:
+    "Run `sphinx-build -W` on the staged project `src`; returns its HTML folder."
+    t0, html_dir = time.perf_counter(), work_dir / 'html'
+    cmd = [sys.executable, '-m', 'sphinx', '-b', 'html', '-W', '--keep-going', '-q', '-d', str(work_dir / 'doctrees'),
+           str(src), str(html_dir)]
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=work_dir)
+    if result.returncode != 0:
+        raise RuntimeError(f'sphinx-build failed (warnings are errors):\n{result.stderr[-6000:]}{result.stdout[-2000:]}')
+    _log(verbose, f'sphinx-build in {time.perf_counter() - t0:.1f} s')
+    return html_dir
+
+# %% ../../nbs/94_docs.ipynb #build-publish
+def _publish_site(html_dir: Path, out_dir: Path, nbs_dir: Path):
+    "Copy the HTML folder, pages only, to `out_dir`, and refuse it if `check_site` finds a problem."
+    _clear(out_dir)
+    # the themes copy their Jinja macro files (`*webpack-macros.html`) into _static/: not pages, not published
+    shutil.copytree(html_dir, out_dir, ignore=shutil.ignore_patterns('.buildinfo', '.doctrees', '_sources', '*.ipynb',
+                                                                     '*webpack-macros.html'))
+    problems = check_site(out_dir, nbs_dir)
+    if problems:
+        raise RuntimeError('the built site must not be published:\n' + '\n'.join(problems[:20]))
+
 # %% ../../nbs/94_docs.ipynb #build-2
 def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/docs',
                timeout: int = 600, jobs: int = 2, verbose: bool = True) -> Path:
@@ -274,15 +333,7 @@ def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/
         raise MissingInput(f'{docs_dir}/conf.py not found: run build_docs from the repository root')
     if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / 'searchindex.js').exists():
         raise OutputInTheWay(f'{out_dir} exists and is not an earlier docs build; refusing to replace it')
-    src, html_dir, doctrees = work_dir / 'docs', work_dir / 'html', work_dir / 'doctrees'   # src mirrors the repository's docs/
-    for folder in (src, html_dir, doctrees, work_dir / 'jupyter_execute'): _clear(folder)
-    shutil.copytree(docs_dir, src, ignore=shutil.ignore_patterns('_build', '.ipynb_checkpoints', '__pycache__'))
-
-    readme = docs_dir.parent / 'README.md'    # the home page includes its sections for each reader
-    if readme.exists(): shutil.copy(readme, work_dir / 'README.md')
-    elif '../README.md' in (docs_dir / 'index.md').read_text(encoding='utf-8'):
-        raise MissingInput(f'{readme} not found: {docs_dir}/index.md includes its sections for each reader')
-
+    src = _stage(docs_dir, work_dir)
     pages = course_notebooks(nbs_dir, 'core.')
     if not pages: raise MissingInput(f'no course notebooks (default_exp core.*) in {nbs_dir}')
     tooling = [(p, m) for p, m in course_notebooks(nbs_dir, None) if not m.startswith('core.')]
@@ -291,29 +342,8 @@ def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/
     (src / LINK_TARGETS_FILE).write_text(json.dumps(targets, indent=1), encoding='utf-8')   # for conf.py
     _publish_pages([(p, m, 'modules') for p, m in pages] + [(p, m, 'internals') for p, m in tooling],
                    src, nbs_dir, targets, timeout, jobs, verbose)
-    (src / 'api.md').write_text(api_reference(
-        core, 'API reference',
-        'Every name the course modules export, with its signature and docstring. The module pages show the '
-        'same entries next to the explanation and the tests.'), encoding='utf-8')
-    (src / 'api_tooling.md').write_text(api_reference(
-        internal, 'API reference: the course tooling',
-        'The modules behind the `tinytorch` command: running notebook tests against a package, nbgrader '
-        'assignments and releases, grading, and this site. The Internals pages explain each of them.'), encoding='utf-8')
-
-    t0 = time.perf_counter()
-    cmd = [sys.executable, '-m', 'sphinx', '-b', 'html', '-W', '--keep-going', '-q', '-d', str(doctrees), str(src), str(html_dir)]
-    result = subprocess.run(cmd, capture_output=True, text=True, cwd=work_dir)
-    if result.returncode != 0:
-        raise RuntimeError(f'sphinx-build failed (warnings are errors):\n{result.stderr[-6000:]}{result.stdout[-2000:]}')
-    _log(verbose, f'sphinx-build in {time.perf_counter() - t0:.1f} s')
-
-    _clear(out_dir)
-    # the themes copy their Jinja macro files (`*webpack-macros.html`) into _static/: not pages, not published
-    shutil.copytree(html_dir, out_dir, ignore=shutil.ignore_patterns('.buildinfo', '.doctrees', '_sources', '*.ipynb',
-                                                                     '*webpack-macros.html'))
-    problems = check_site(out_dir, nbs_dir)
-    if problems:
-        raise RuntimeError('the built site must not be published:\n' + '\n'.join(problems[:20]))
+    _write_api_pages(src, core, internal)
+    _publish_site(_sphinx_build(src, work_dir, verbose), out_dir, nbs_dir)
     n_pages = len(list(out_dir.rglob('*.html')))
     _log(verbose, f'docs site: {out_dir} ({n_pages} pages) in {time.perf_counter() - start:.1f} s')
     return out_dir
