@@ -160,9 +160,10 @@ def install_gradescope(source: Path, image: Path, shim: Path, log=print) -> Path
     _run_step(root + ['/bin/bash', '/autograder/source/setup.sh'], log)
     return _venv_made(image)
 
-# %% ../../nbs/95a_autograder_try.ipynb #install-prairielearn
+# %% ../../nbs/95a_autograder_try.ipynb #writable
 _WRITABLE = ('opt', 'srv', 'home', 'root', 'mnt', 'tmp')
 
+# %% ../../nbs/95a_autograder_try.ipynb #install-prairielearn
 def install_prairielearn(context: Path, image: Path, shim: Path, log=print) -> Path:
     """PrairieLearn's grader image built in the folder `image` from `context` (its Dockerfile and what that copies): each
     step as `docker build` runs it, as root, this machine's system standing in for the base image."""
