@@ -58,7 +58,8 @@ def setup(app):
     import json
     from pathlib import Path
 
-    from tinytorch.course.docs import LINK_TARGETS_FILE, autodoc_docstring
+    from tinytorch.course.docs import LINK_TARGETS_FILE
+    from tinytorch.course.docs_api import autodoc_docstring
 
     path = Path(__file__).with_name(LINK_TARGETS_FILE)
     targets = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}

@@ -228,7 +228,7 @@ def test_end_to_end_a_bug_is_exit_1_with_its_traceback(tmp_path):
 
 def test_usage_errors_keep_their_builtin_bases():
     "Code that caught the built-in exceptions before keeps working."
-    from tinytorch.cli import DemoInputError
+    from tinytorch.demo import DemoInputError
     from tinytorch.course.assignments import MarkerError
     from tinytorch.course.sandbox import SandboxUnavailable
     from tinytorch.course.manual_grading import CourseNotGraded

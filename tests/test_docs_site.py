@@ -166,9 +166,9 @@ def test_internals_pages_are_executed_notebooks(site):
         title = title.replace("`", "")
         page = _text(site["dir"] / "internals" / f"{stem}.html")
         assert title in page, f"internals/{stem}.html lacks its title {title!r}"
-    docs_page = (site["dir"] / "internals" / "94_docs.html").read_text(encoding="utf-8")
+    docs_page = (site["dir"] / "internals" / "94a_docs_api.html").read_text(encoding="utf-8")
     assert ".. autoclass:: tinytorch.core.embeddings.Embedding" in html.unescape(docs_page), \
-        "the api_markdown example's output is missing from the 94_docs page"
+        "the api_markdown example's output is missing from the 94a_docs_api page"
 
 
 def test_home_page_holds_the_readmes_sections(site):

@@ -85,8 +85,9 @@ def test_filled_in_solutions_score_full_visible_points(workspace, tmp_path):
 def test_the_workspace_ships_only_student_tooling(workspace):
     ws, bin_dir = workspace
     tooling = sorted(p.name for p in (ws / "nbs").glob("*.ipynb") if p.name[:2] >= "89")
-    assert tooling == ["89_errors.ipynb", "89a_notebooks.ipynb", "89b_course_vocabulary.ipynb", "90_nbtests.ipynb",
-                       "90a_selftest.ipynb", "92_cli.ipynb"], tooling
+    assert tooling == ["89_errors.ipynb", "89a_notebooks.ipynb", "89b_course_vocabulary.ipynb", "89c_dependencies.ipynb",
+                       "90_nbtests.ipynb", "90a_selftest.ipynb", "92_cli.ipynb", "92a_demo.ipynb",
+                       "92b_cli_arguments.ipynb"], tooling
     assert not (ws / "tinytorch" / "course" / "assignments.py").exists()
     usage = _run(bin_dir, bin_dir / "tinytorch", "--help", cwd=ws)
     assert usage.returncode == 0 and "{demo,test}" in usage.stdout, usage.stdout + usage.stderr

@@ -9,66 +9,17 @@ import argparse
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 from .course.errors import BadInput, MissingInput, OutputInTheWay, UsageError
+from .cli_arguments import (autograder_args, collect_args, demo_args, docs_args, formgrade_args, grade_args,
+                                     grade_merge_args, grades_args, metadata_args, release_args, test_args)
+from .demo import demo
 
 # %% auto #0
-__all__ = ['EXPORT_FORMATS', 'COMMAND_MODULES', 'EXTRAS', 'COMMAND_EXTRAS', 'DemoInputError', 'read_text_file', 'demo',
-           'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_formgrade', 'cmd_grades', 'cmd_docs',
-           'cmd_metadata', 'cmd_grade_merge', 'missing_extra', 'available_commands', 'cmd_autograder', 'cmd_collect',
-           'build_parser', 'main']
-
-# %% ../nbs/92_cli.ipynb #demo
-class DemoInputError(BadInput):
-    "A `--text` file that can't be used; the message is one line for the user."
-
-def read_text_file(path) -> str:
-    "The UTF-8 text of `path`, or DemoInputError saying exactly why not."
-    path = Path(path)
-    if not path.is_file():
-        raise DemoInputError(f"--text {path}: no such file")
-    raw = path.read_bytes()
-    if not raw.strip():
-        raise DemoInputError(f"--text {path}: the file is empty")
-    if b'\x00' in raw[:65536]:
-        raise DemoInputError(f"--text {path}: looks like a binary file (it contains NUL bytes), expected UTF-8 text")
-    try:
-        return raw.decode('utf-8')
-    except UnicodeDecodeError as e:
-        raise DemoInputError(f"--text {path}: not UTF-8 text (invalid byte at offset {e.start})") from None
-
-# %% ../nbs/92_cli.ipynb #demo-progress
-def _progress_bar(steps: int, out):
-    "A progress callback: a redrawn bar on a terminal, a line every 10% otherwise."
-    tty = hasattr(out, 'isatty') and out.isatty()
-    def show(step, loss):
-        done = step + 1
-        if tty:
-            filled = int(30 * done / steps)
-            print(f"\r  [{'#' * filled}{'.' * (30 - filled)}] {done}/{steps}  loss {loss:.3f}", end='', file=out, flush=True)
-            if done == steps:
-                print(file=out)
-        elif done == steps or done % max(1, steps // 10) == 0:
-            print(f"  step {done:>5}/{steps}  loss {loss:.3f}", file=out)
-    return show
-
-# %% ../nbs/92_cli.ipynb #demo-run
-def demo(steps: int = 400, seed: int = 0, text_path=None, out_dir='demo_output', plots: bool = True,
-         out=None) -> dict:
-    "Tokenize → embed → positions → train → analyse (`char_model.demo_measures`); prints the story to `out` (default `sys.stdout`)."
-    out = out or sys.stdout
-    from tinytorch.core import char_model as C
-    text = read_text_file(text_path) if text_path is not None else C.default_text()
-    source = str(text_path) if text_path is not None else "Python's bundled documentation (pydoc_data.topics)"
-    print(f"tinytorch demo: next-character model on {source}, {len(text):,} characters, seed {seed}", file=out)
-    m = C.demo_measures(text, steps=steps, seed=seed, progress=_progress_bar(steps, out))
-    print('\n'.join(C.demo_report(m)), file=out)
-    written = []
-    if plots:
-        written = C.write_demo_plots(m, Path(out_dir))
-        print(f"\nPlots written to {Path(out_dir).resolve()}/: " + ", ".join(p.name for p in written), file=out)
-    return {'losses': m['run']['losses'], 'unigram_entropy': m['run']['unigram_entropy'], 'final_loss': m['final_loss'],
-            'score_before': m['before']['score'], 'score_after': m['after']['score'], 'plots': written}
+__all__ = ['COMMANDS', 'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_formgrade', 'cmd_grades', 'cmd_docs',
+           'cmd_metadata', 'cmd_grade_merge', 'cmd_autograder', 'cmd_collect', 'Command', 'missing_extra',
+           'available_commands', 'build_parser', 'main']
 
 # %% ../nbs/92_cli.ipynb #course-cmds
 def _nbs_dir(value) -> Path:
@@ -78,6 +29,7 @@ def _nbs_dir(value) -> Path:
         return Path(value)
     return Path('nbs') if Path('nbs').is_dir() else Path('.')
 
+# %% ../nbs/92_cli.ipynb #folder-to-write
 def _folder_to_write(value, option: str):
     "`value`, checked before any work: an output folder option must not name a file."
     if value is not None and Path(value).exists() and not Path(value).is_dir():
@@ -89,6 +41,7 @@ def cmd_demo(args) -> int:
     demo(steps=args.steps, seed=args.seed, text_path=args.text, out_dir=_folder_to_write(args.out, '--out'))   # bad --text: main() reports it
     return 0
 
+# %% ../nbs/92_cli.ipynb #cmd-release
 def cmd_release(args) -> int:
     from tinytorch.course.assignments import build_workspace, release
     if args.workspace:
@@ -111,7 +64,7 @@ def cmd_test(args) -> int:
     print(format_report(report))
     return 0 if report['parts'] and report['points'] == report['max_points'] else 1
 
-# %% ../nbs/92_cli.ipynb #cmd-grade
+# %% ../nbs/92_cli.ipynb #late-work
 def _late_work(args):
     "The `LateWork` of `grade`'s --due, --late-policy, --late-floor and --extensions, checked before any work."
     from tinytorch.course.late import LateWork, parse_late_policy, parse_time, read_extensions
@@ -121,6 +74,7 @@ def _late_work(args):
         raise BadInput(f"--late-policy {args.late_policy}: a late policy needs a due date (--due)")
     return LateWork(due, policy, read_extensions(args.extensions, due) if args.extensions else {})
 
+# %% ../nbs/92_cli.ipynb #cmd-grade
 def cmd_grade(args) -> int:
     from tinytorch.course.grading import grade
     from tinytorch.course.limits import parse_limits
@@ -143,6 +97,7 @@ def cmd_grade(args) -> int:
         return 3
     return 0
 
+# %% ../nbs/92_cli.ipynb #cmd-formgrade
 def cmd_formgrade(args) -> int:
     from tinytorch.course.manual_grading import serve_formgrader
     return serve_formgrader(args.course, port=args.port)      # prints the address, serves until Ctrl-C
@@ -218,167 +173,6 @@ def cmd_grade_merge(args) -> int:
         print(f"{len(m['attention'])} submission(s) need your attention: status failed/flagged in {m['path']}")
     return 0
 
-# %% ../nbs/92_cli.ipynb #arg-types
-def _int_in(low: int, high: int | None, expected: str):
-    "An argparse type: a whole number in `[low, high]` (`high=None`: no upper bound), else an error saying `expected`."
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {value!r}") from None
-        if n < low or (high is not None and n > high):
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {n}")
-        return n
-    return parse
-
-_positive_int = _int_in(1, None, 'a positive integer')
-
-_port = _int_in(0, 65535, 'a port number 0 … 65535')
-
-
-# %% ../nbs/92_cli.ipynb #main
-_NBS_HELP = "folder of the course's notebooks (default: ./nbs, or the current folder when it holds the notebook)"
-_MODULE_HELP = "the module's number, e.g. 11 (its notebook is NN_name.ipynb in --nbs)"
-
-def _add_demo(sub):
-    p = sub.add_parser('demo', help="train embeddings on real text, end to end, and show what they learned")
-    p.add_argument('--steps', type=_positive_int, default=400, help="training steps (default 400; 50 is a quick look)")
-    p.add_argument('--seed', type=int, default=0, help="random seed of the run; same seed, same numbers (default 0)")
-    p.add_argument('--text', metavar='FILE', help="a UTF-8 text file (default: Python's bundled documentation)")
-    p.add_argument('--out', metavar='DIR', default='demo_output', help="folder for the plots (default: demo_output)")
-    p.set_defaults(func=cmd_demo)
-
-def _add_release(sub):
-    p = sub.add_parser('release', help="write the student version of a module's notebook")
-    p.add_argument('module', help=_MODULE_HELP)
-    p.add_argument('--to', metavar='DIR', default='release', help="folder for the student notebook (default: release)")
-    p.add_argument('--workspace', metavar='DIR', help="write a complete student workspace folder instead")
-    p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
-    p.add_argument('--cell-timeout', type=_positive_int, default=30, metavar='SECONDS',
-                   help="seconds each cell may run when nbgrader checks the release (default 30)")
-    p.set_defaults(func=cmd_release)
-
-def _add_test(sub):
-    p = sub.add_parser('test', help="run the graded tests of your own notebook")
-    p.add_argument('module', help=_MODULE_HELP)
-    p.add_argument('--notebook', metavar='FILE', help="the notebook to test (default: the module's notebook in --nbs)")
-    p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
-    p.add_argument('--cell-timeout', type=_positive_int, default=120, metavar='SECONDS',
-                   help="seconds each cell may run (default 120)")
-    p.set_defaults(func=cmd_test)
-
-# %% ../nbs/92_cli.ipynb #main-grade
-def _add_grade(sub):
-    p = sub.add_parser('grade', help="autograde SUBMISSIONS/<student>/[<assignment>/]<notebook>.ipynb")
-    p.add_argument('module', help=_MODULE_HELP)
-    p.add_argument('submissions', help="folder of student folders: nbgrader's COURSE/submitted after `nbgrader "
-                   "collect`, or SUBMISSIONS/<student>/<notebook>.ipynb")
-    p.add_argument('--course', metavar='DIR', help="course folder to write (default: next to SUBMISSIONS, named course)")
-    p.add_argument('--jobs', type=_positive_int, default=1, metavar='N', help="submissions graded at once (default 1; "
-                   "at most the number of cores)")
-    p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
-    p.add_argument('--cell-timeout', type=_positive_int, default=30, metavar='SECONDS',
-                   help="seconds each cell of a submission may run (default 30)")
-    p.add_argument('--wall-seconds', type=_positive_int, default=300, metavar='SECONDS',
-                   help="seconds one submission may take in all, nbgrader and the re-check each (default 300)")
-    p.add_argument('--no-sandbox', action='store_true',
-                   help="grade without the bubblewrap sandbox (student code runs with your rights; the CSV says so)")
-    p.add_argument('--shard', metavar='K/N', help="grade only shard K of N, numbered 1..N (e.g. 1/4 ... 4/4); a "
-                   "student's shard depends only on their id, so N runs with K = 1..N grade everyone once")
-    p.add_argument('--memory', metavar='SIZE', default='2G', help="data memory per process of a submission "
-                   "(e.g. 512M, 2G; off: none; default 2G)")
-    p.add_argument('--processes', metavar='N', default='512', help="processes and threads per submission "
-                   "(off: none; default 512)")
-    p.add_argument('--disk', metavar='SIZE', default='1G', help="bytes a submission may write, its work folder and "
-                   "/tmp together (e.g. 200M; off: none; default 1G)")
-    p.add_argument('--due', metavar='TIME', help="the due date, with its time zone (e.g. 2026-12-01T23:59+01:00 or "
-                   "'2026-12-01 23:59 Europe/Berlin'); default: none, nothing is late")
-    p.add_argument('--late-policy', metavar='POLICY', default='none', help="none, zero, per-day:PERCENT or "
-                   "per-hour:PERCENT of the points off per day/hour begun (e.g. per-day:10; default none)")
-    p.add_argument('--late-floor', metavar='PERCENT', type=float, default=0.0, help="with per-day/per-hour: the "
-                   "%% of its points a late submission keeps at least (e.g. 50; default 0)")
-    p.add_argument('--extensions', metavar='FILE', help="CSV of extensions: a student column (student, student_id "
-                   "or id) and one of due (a time), days or hours")
-    p.add_argument('--clear', metavar='STUDENT', action='append', default=[], help="grade STUDENT's held submission "
-                   "(flagged as a copy of your notebook) as usual, once you have looked at it; repeat for more "
-                   "students; kept in COURSE/cleared_<assignment>.csv for that notebook only")
-    p.add_argument('--roster', metavar='FILE', help="class roster CSV (id, names, email, LMS ids, section) or Canvas' "
-                   "gradebook export: names in the gradebook, and who is missing")
-    p.set_defaults(func=cmd_grade)
-
-# %% ../nbs/92_cli.ipynb #main-2
-EXPORT_FORMATS = ('final', 'canvas', 'moodle', 'nbgrader')
-
-def _add_grade_merge(sub):
-    p = sub.add_parser('grade-merge', help="merge the grades CSVs of `grade --shard` runs into the CSV of one run")
-    p.add_argument('out', metavar='OUT.csv', help="the merged grades CSV to write")
-    p.add_argument('shards', metavar='SHARD.csv', nargs='+', help="the grades CSVs of the shards, one per shard")
-    p.add_argument('--course', metavar='DIR', help="also join the shards' course folders (around each SHARD.csv) "
-                   "into one new course folder DIR: one gradebook for formgrade and grades")
-    p.set_defaults(func=cmd_grade_merge)
-
-def _add_formgrade(sub):
-    p = sub.add_parser('formgrade', help="serve nbgrader's formgrader on a graded course (score the written answers)")
-    p.add_argument('course', help="the course folder that `tinytorch grade` wrote")
-    p.add_argument('--port', type=_port, default=0, help="port on 127.0.0.1 (e.g. 8123; default: a free one)")
-    p.set_defaults(func=cmd_formgrade)
-
-def _add_grades(sub):
-    p = sub.add_parser('grades', help="final grades CSV and feedback after manual grading; exports for an LMS")
-    p.add_argument('module', help=_MODULE_HELP)
-    p.add_argument('--course', required=True, metavar='DIR', help="the course folder that `tinytorch grade` wrote")
-    p.add_argument('--format', choices=EXPORT_FORMATS, default='final', help="final: one row per student, every part "
-                   "(default); canvas: Canvas' gradebook import; moodle: Moodle's CSV grade import; nbgrader: "
-                   "nbgrader's own export CSV")
-    p.add_argument('--out', metavar='FILE', help="default: COURSE/final_grades_<assignment>.csv, or "
-                   "COURSE/<format>_grades_<assignment>.csv for an export")
-    p.add_argument('--roster', metavar='FILE', help="class roster CSV or Canvas' gradebook export: names, emails and "
-                   "LMS ids for the export (canvas needs one to match students by Canvas ID)")
-    p.add_argument('--column', metavar='TITLE', help="the LMS's assignment column, e.g. 'Embeddings (1234)' for "
-                   "Canvas (default: the assignment's name, e.g. 11_embeddings)")
-    p.set_defaults(func=cmd_grades)
-
-def _add_docs(sub):
-    p = sub.add_parser('docs', help="build the docs site (executed notebooks, API, guides) into _docs/")
-    p.add_argument('--out', metavar='DIR', default='_docs', help="folder for the site (default: _docs)")
-    p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
-    p.set_defaults(func=cmd_docs)
-
-def _add_metadata(sub):
-    p = sub.add_parser('metadata', help="set nbgrader metadata from the notebooks' markers")
-    p.add_argument('--check', action='store_true', help="change nothing; exit 1 if any notebook's metadata is stale")
-    p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
-    p.set_defaults(func=cmd_metadata)
-
-# %% ../nbs/92_cli.ipynb #commands
-_ADD_COMMAND = {'demo': _add_demo, 'release': _add_release, 'test': _add_test, 'grade': _add_grade, 'grade-merge': _add_grade_merge, 'formgrade': _add_formgrade, 'grades': _add_grades, 'docs': _add_docs, 'metadata': _add_metadata}
-
-# The course module each command needs. A student workspace ships only the student's tooling (`selftest`), so
-# there the instructor's commands are not offered at all rather than failing on an import.
-COMMAND_MODULES = {'release': 'assignments', 'test': 'selftest', 'grade': 'grading', 'grade-merge': 'shards',
-                   'formgrade': 'manual_grading', 'grades': 'manual_grading', 'docs': 'docs', 'metadata': 'assignments'}
-
-# The optional dependencies (`pip install 'tinytorch[EXTRA]'`) each command needs, as the modules it imports.
-EXTRAS = {'course': ('nbgrader', 'nbformat', 'fastcore', 'nbclient', 'nbconvert', 'ipykernel'),
-          'docs': ('nbdev', 'sphinx', 'myst_nb', 'sphinx_book_theme', 'nbclient', 'ipykernel')}
-_STUDENT_NEEDS = ('nbformat', 'fastcore', 'nbclient', 'ipykernel')
-COMMAND_EXTRAS = {'release': 'course', 'test': 'course', 'grade': 'course', 'grade-merge': 'course',
-                  'formgrade': 'course', 'grades': 'course', 'metadata': 'course', 'docs': 'docs'}
-
-def missing_extra(command: str) -> str | None:
-    "One line saying what to install when `command`'s extra is not (wholly) installed; None when it is."
-    extra = COMMAND_EXTRAS.get(command)
-    needed = _STUDENT_NEEDS if command == 'test' else EXTRAS.get(extra, ())     # a student's `test` needs no nbgrader
-    missing = [m for m in needed if importlib.util.find_spec(m) is None]
-    if not missing:
-        return None
-    return f"needs {', '.join(missing)}, not installed here: pip install 'tinytorch[{extra}]'"
-
-def available_commands() -> list:
-    "The commands whose course module is installed here, in help order (`demo` needs none)."
-    return [c for c in _ADD_COMMAND
-            if c not in COMMAND_MODULES or importlib.util.find_spec(f'tinytorch.course.{COMMAND_MODULES[c]}')]
-
 # %% ../nbs/92_cli.ipynb #autograder-cmd
 def cmd_autograder(args) -> int:
     from tinytorch.course.autograder import GraderOptions, write_autograder
@@ -392,6 +186,7 @@ def cmd_autograder(args) -> int:
           if args.target == 'gradescope' else f" (build image/ as {args.image}, push it, copy questions/ into the course)"))
     return 0
 
+# %% ../nbs/92_cli.ipynb #try-autograder
 def _try_autograder(args, options) -> int:
     "`--try`: grade one notebook with the grader (the one given, or one built now) as its platform would; 1 if it failed."
     import tempfile
@@ -407,60 +202,72 @@ def _try_autograder(args, options) -> int:
         return 1
     return 0
 
-def _add_autograder(sub):
-    p = sub.add_parser('autograder', help="write a Gradescope autograder or a PrairieLearn external grader for a module")
-    p.add_argument('module', help=_MODULE_HELP)
-    p.add_argument('--target', required=True, choices=('gradescope', 'prairielearn'),
-                   help="gradescope: an autograder zip to upload; prairielearn: a question folder and a grader image")
-    p.add_argument('--to', metavar='DIR', default='autograder', help="folder to write into (default: autograder)")
-    p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
-    p.add_argument('--hidden-tests', choices=('after_published', 'hidden'), default='after_published',
-                   help="when students see, as its own entry on Gradescope, that a hidden test failed (its message: never)")
-    p.add_argument('--cell-timeout', type=_positive_int, default=30, metavar='SECONDS',
-                   help="seconds each cell of a submission may run on the platform (default 30)")
-    p.add_argument('--wall-seconds', type=_positive_int, default=120, metavar='SECONDS',
-                   help="seconds one submission's whole grading may take on the platform (default 120)")
-    p.add_argument('--image', default='tinytorch/grader', help="PrairieLearn: the grader image's Docker name")
-    p.add_argument('--no-sandbox', action='store_true', help="grade without bubblewrap (student code runs as root)")
-    p.add_argument('--try', dest='try_notebook', metavar='NOTEBOOK', type=Path,
-                   help="don't write a grader: install one as the platform does (a fresh venv, cached) and grade NOTEBOOK "
-                        "with it in the platform's layout; prints what the student would see, exit code 1 if the grader failed")
-    p.add_argument('--grader', metavar='PATH', type=Path,
-                   help="with --try: the grader written before (the Gradescope zip, or the PrairieLearn folder) "
-                        "instead of one built now with the options given")
-    p.set_defaults(func=cmd_autograder)
-
-_ADD_COMMAND['autograder'] = _add_autograder
-COMMAND_MODULES['autograder'] = 'autograder'
-COMMAND_EXTRAS['autograder'] = 'course'
-
 # %% ../nbs/92_cli.ipynb #collect-cmd
 def cmd_collect(args) -> int:
     from tinytorch.course.collect import collect
     return collect(args.assignment, args.course, update=args.update)
 
-def _add_collect(sub):
-    p = sub.add_parser('collect', help="nbgrader collect, copying nothing through a symbolic link and keeping when "
-                       "each submission reached the exchange (for grade's late policy)")
-    p.add_argument('assignment', help="the assignment's name in nbgrader, e.g. 11_embeddings")
-    p.add_argument('--course', metavar='DIR', default='.', help="your nbgrader course folder, with its "
-                   "nbgrader_config.py naming the exchange (default: the current folder)")
-    p.add_argument('--update', action='store_true', help="replace a collected submission by a newer one (nbgrader's "
-                   "--update)")
-    p.set_defaults(func=cmd_collect)
+# %% ../nbs/92_cli.ipynb #commands
+class Command(NamedTuple):
+    "One `tinytorch` command: what it needs installed, what runs it, its arguments and its line in `--help`."
+    module: str | None      # its course module: where that isn't installed (a student's workspace), it isn't offered
+    extra: str | None       # `pip install 'tinytorch[EXTRA]'`: the requirements it needs (None: the base install)
+    run: Callable           # parsed arguments -> exit code
+    arguments: Callable     # adds its arguments to its parser
+    help: str
 
-_ADD_COMMAND['collect'] = _add_collect
-COMMAND_MODULES['collect'] = 'collect'
-COMMAND_EXTRAS['collect'] = 'course'
+COMMANDS = {
+    'demo': Command(None, None, cmd_demo, demo_args,
+                    "train embeddings on real text, end to end, and show what they learned"),
+    'release': Command('assignments', 'course', cmd_release, release_args,
+                       "write the student version of a module's notebook"),
+    'test': Command('selftest', 'student', cmd_test, test_args, "run the graded tests of your own notebook"),
+    'grade': Command('grading', 'course', cmd_grade, grade_args,
+                     "autograde SUBMISSIONS/<student>/[<assignment>/]<notebook>.ipynb"),
+    'grade-merge': Command('shards', 'course', cmd_grade_merge, grade_merge_args,
+                           "merge the grades CSVs of `grade --shard` runs into the CSV of one run"),
+    'formgrade': Command('manual_grading', 'course', cmd_formgrade, formgrade_args,
+                         "serve nbgrader's formgrader on a graded course (score the written answers)"),
+    'grades': Command('manual_grading', 'course', cmd_grades, grades_args,
+                      "final grades CSV and feedback after manual grading; exports for an LMS"),
+    'docs': Command('docs', 'docs', cmd_docs, docs_args,
+                    "build the docs site (executed notebooks, API, guides) into _docs/"),
+    'metadata': Command('assignments', 'course', cmd_metadata, metadata_args,
+                        "set nbgrader metadata from the notebooks' markers"),
+    'autograder': Command('autograder', 'course', cmd_autograder, autograder_args,
+                          "write a Gradescope autograder or a PrairieLearn external grader for a module"),
+    'collect': Command('collect', 'course', cmd_collect, collect_args, "nbgrader collect, copying nothing through a "
+                       "symbolic link and keeping when each submission reached the exchange (for grade's late policy)"),
+}
+
+# %% ../nbs/92_cli.ipynb #missing-extra
+def missing_extra(command: str) -> str | None:
+    "One line saying what to install when `command`'s extra is not (wholly) installed; None when it is."
+    extra = COMMANDS[command].extra
+    if extra is None:
+        return None                     # `demo`: the base install is enough
+    from tinytorch.course.dependencies import missing_modules
+    missing = missing_modules(extra)
+    return f"needs {', '.join(missing)}, not installed here: pip install 'tinytorch[{extra}]'" if missing else None
+
+# %% ../nbs/92_cli.ipynb #available
+def available_commands() -> list:
+    "The commands whose course module is installed here, in help order (`demo` needs none)."
+    return [name for name, c in COMMANDS.items()
+            if c.module is None or importlib.util.find_spec(f'tinytorch.course.{c.module}')]
 
 # %% ../nbs/92_cli.ipynb #entry
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='tinytorch', description="tinytorch course commands")
     sub = parser.add_subparsers(dest='command', required=True)
     for name in available_commands():
-        _ADD_COMMAND[name](sub)
+        command = COMMANDS[name]
+        p = sub.add_parser(name, help=command.help)
+        command.arguments(p)
+        p.set_defaults(func=command.run)
     return parser
 
+# %% ../nbs/92_cli.ipynb #main-fn
 def main(argv=None) -> int:
     "Run one command; a `UsageError` is one line on stderr and exit code 2, anything else a bug with its traceback."
     args = build_parser().parse_args(argv)

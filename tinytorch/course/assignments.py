@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .dependencies import requirement_lines
 from .errors import BadInput, OutputInTheWay
 from tinytorch.course.notebooks import (
     ANSWER_MARKER, EXPORT_DIRECTIVES, TEST_FUNC, NotebookError, cell_directives, cell_source, default_exp, find_notebook,
@@ -277,7 +278,7 @@ name = "tinytorch"
 dynamic = ["version"]
 description = "tinytorch student workspace: module {module}"
 requires-python = ">=3.10"
-dependencies = ["numpy>=1.24", "nbdev>=3.0", "nbformat>=5.7", "jupyterlab", "nbclient", "ipykernel", "matplotlib>=3.7"]
+dependencies = {dependencies}
 
 [project.scripts]
 tinytorch = "tinytorch.cli:main"
@@ -320,7 +321,8 @@ The other notebooks in `nbs/` are given complete: the earlier modules (tensor, n
 and the library code this module builds on (its lettered notebooks, e.g. `11b_row_kernels`).
 '''
 
-WORKSPACE_TOOLING = ('89_errors', '89a_notebooks', '89b_course_vocabulary', '90_nbtests', '90a_selftest', '92_cli')
+WORKSPACE_TOOLING = ('89_errors', '89a_notebooks', '89b_course_vocabulary', '89c_dependencies', '90_nbtests',
+                     '90a_selftest', '92_cli', '92a_demo', '92b_cli_arguments')
 
 # %% ../../nbs/91_assignments.ipynb #workspace-2
 def _strip_hidden_tests(nb: dict) -> dict:
@@ -360,7 +362,8 @@ def build_workspace(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
         write_nb(_strip_hidden_tests(read_nb(nb_path)), dest / 'nbs' / nb_path.name)
     module_name = default_exp(read_nb(source))
     title = source.stem.split('_', 1)[1].replace('_', ' ').title()
-    (dest / 'pyproject.toml').write_text(WORKSPACE_PYPROJECT.format(module=int(number)))
+    (dest / 'pyproject.toml').write_text(WORKSPACE_PYPROJECT.format(
+        module=int(number), dependencies=json.dumps(requirement_lines('workspace'))))
     (dest / 'README.md').write_text(WORKSPACE_README.format(module=int(number), title=title, notebook=source.name,
                                                             modname=module_name.split('.')[-1]))
     (dest / '.gitignore').write_text('.venv/\n__pycache__/\n*.egg-info/\n.ipynb_checkpoints/\n_docs/\n')

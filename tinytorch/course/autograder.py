@@ -76,26 +76,10 @@ class GraderOptions:
 def _name(requirement: str) -> str:
     return re.split(r'[<>=!~;\[ ]', requirement.strip(), maxsplit=1)[0].lower()
 
-def _course_requirements() -> list:
-    "tinytorch's requirements and its `course` extra's (packaging `Requirement`s), as the installed package lists them."
-    from importlib.metadata import requires
-    from packaging.requirements import Requirement
-    found = [Requirement(line) for line in requires('tinytorch') or []]
-    return [r for r in found if r.marker is None or r.marker.evaluate({'extra': 'course'})]
-
 def grading_requirements() -> list:
     "Requirement lines for the grader's image: each of `tinytorch[course]`'s, pinned at the version installed here."
-    from importlib.metadata import PackageNotFoundError, version
-    pinned = {}
-    for r in _course_requirements():
-        try:
-            installed = version(r.name)
-        except PackageNotFoundError:
-            raise RuntimeError(f"{r.name} ({r}) is not installed here: install tinytorch[course] to build a grader") from None
-        if not r.specifier.contains(installed, prereleases=True):
-            raise RuntimeError(f"{r.name} {installed} is installed here, but tinytorch asks for {r}: install tinytorch[course] again")
-        pinned.setdefault(_name(r.name), f"{r.name}=={installed}")
-    return list(pinned.values())
+    from tinytorch.course.dependencies import pinned
+    return pinned('course')
 
 def _lowest_python(requires_python: str | None) -> tuple:
     "The lowest (major, minor) a Requires-Python such as '>=3.11' admits; (3, 0) when it sets no lower bound."
@@ -144,9 +128,10 @@ include = ["tinytorch*"]
 def write_package(dest: Path, module: str) -> Path:
     "A pip-installable copy of this tinytorch in `dest`, the graded `module` (e.g. core.embeddings) a stub."
     import tinytorch
+    from tinytorch.course.dependencies import pinned
     from tinytorch.course.grading import _grading_package
     _grading_package(module, Path(dest) / 'tinytorch')
-    base = [r for r in grading_requirements() if _name(r) in ('numpy', 'matplotlib')]
+    base = pinned()                   # tinytorch's own requirements, at the versions installed here
     (Path(dest) / 'pyproject.toml').write_text(_PYPROJECT.format(version=tinytorch.__version__,
                                                                  dependencies=json.dumps(base)), encoding='utf-8')
     return Path(dest)

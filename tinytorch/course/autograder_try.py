@@ -25,11 +25,14 @@ from .errors import BadInput, MissingInput, NotReady
 __all__ = ['GRADER_VENV', 'platform_root', 'pip_settings', 'dockerfile_steps', 'install_gradescope', 'install_prairielearn',
            'installed_image', 'TryRun', 'run_on_platform', 'default_cache', 'try_grader', 'unpack_zip', 'describe']
 
-# %% ../../nbs/95a_autograder_try.ipynb #root
+# %% ../../nbs/95a_autograder_try.ipynb #root-constants
 GRADER_VENV = str(Path(GRADER_PYTHON).parents[1])     # /opt/tinytorch-grader, where setup.sh and the Dockerfile put it
+
 _SYSTEM = ('/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32')
+
 _PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 
+# %% ../../nbs/95a_autograder_try.ipynb #root
 def platform_root(binds: list, cwd: str, env: dict | None = None, network: bool = False) -> list:
     """The bwrap command line (ending in `--`) of a root file system like a platform's container: this machine's system
     folders read-only, fresh /tmp, /run and /var, `binds` [(host path, path inside, writable)], only `env` set."""
@@ -52,11 +55,13 @@ def platform_root(binds: list, cwd: str, env: dict | None = None, network: bool 
         args += ['--setenv', name, value]
     return args + ['--chdir', cwd, '--']
 
-# %% ../../nbs/95a_autograder_try.ipynb #pip
+# %% ../../nbs/95a_autograder_try.ipynb #pip-constants
 _PIP_PATHS = ('find-links', 'extra-index-url', 'index-url', 'constraint', 'requirement', 'cert', 'client-cert')
+
 _PASSED_ON = ('http_proxy', 'https_proxy', 'no_proxy', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'SSL_CERT_FILE',
               'SSL_CERT_DIR', 'REQUESTS_CA_BUNDLE')
 
+# %% ../../nbs/95a_autograder_try.ipynb #pip
 def pip_settings(python: str = sys.executable) -> tuple:
     """(environment, read-only binds) that give pip inside a platform root the index this machine's pip is configured
     with (its config files and PIP_* variables), and the local folders and files those settings name."""
@@ -91,6 +96,7 @@ def _shim_folder(base: Path) -> Path:
     (folder / 'apt-get').chmod(0o755)
     return folder
 
+# %% ../../nbs/95a_autograder_try.ipynb #run-step
 def _run_step(command: list, log) -> None:
     "Run one install step; its output's last line is logged, and a failed step stops the install with its last lines."
     run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors='replace')
@@ -100,7 +106,6 @@ def _run_step(command: list, log) -> None:
         raise NotReady(f"the grader's install step failed (exit code {run.returncode}): "
                        f"{shlex.join(command[command.index('--') + 1:])}\n{tail}")
     log(f"  | {lines[-1] if lines else '(no output)'}")
-
 
 # %% ../../nbs/95a_autograder_try.ipynb #dockerfile
 def dockerfile_steps(text: str) -> list:
@@ -135,13 +140,14 @@ def _copy_into_image(context: Path, sources: list, dest: str, image: Path):
             into.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, into)
 
-# %% ../../nbs/95a_autograder_try.ipynb #install
+# %% ../../nbs/95a_autograder_try.ipynb #venv-made
 def _venv_made(image: Path) -> Path:
     python = image / GRADER_PYTHON.lstrip('/')
     if not python.exists():
         raise NotReady(f"the grader's install steps ran but made no {GRADER_PYTHON}")
     return python
 
+# %% ../../nbs/95a_autograder_try.ipynb #install
 def install_gradescope(source: Path, image: Path, shim: Path, log=print) -> Path:
     """Gradescope's image built in the folder `image` from the autograder's files in `source`: its `setup.sh` run as
     Gradescope runs it, as root in /autograder/source, this machine's system standing in for the base image."""
@@ -154,9 +160,10 @@ def install_gradescope(source: Path, image: Path, shim: Path, log=print) -> Path
     _run_step(root + ['/bin/bash', '/autograder/source/setup.sh'], log)
     return _venv_made(image)
 
-# %% ../../nbs/95a_autograder_try.ipynb #install-prairielearn
+# %% ../../nbs/95a_autograder_try.ipynb #writable
 _WRITABLE = ('opt', 'srv', 'home', 'root', 'mnt', 'tmp')
 
+# %% ../../nbs/95a_autograder_try.ipynb #install-prairielearn
 def install_prairielearn(context: Path, image: Path, shim: Path, log=print) -> Path:
     """PrairieLearn's grader image built in the folder `image` from `context` (its Dockerfile and what that copies): each
     step as `docker build` runs it, as root, this machine's system standing in for the base image."""
@@ -181,7 +188,7 @@ def install_prairielearn(context: Path, image: Path, shim: Path, log=print) -> P
             raise BadInput(f"{context / 'Dockerfile'}: {word} can't be tried here (only FROM, ENV, ARG, COPY and RUN)")
     return _venv_made(image)
 
-# %% ../../nbs/95a_autograder_try.ipynb #cache
+# %% ../../nbs/95a_autograder_try.ipynb #install-files
 def _install_files(target: str, grader: Path) -> tuple:
     "(the folder the platform installs from, the files that install reads) of a grader written by `tinytorch autograder`."
     if target == 'gradescope':
@@ -191,6 +198,7 @@ def _install_files(target: str, grader: Path) -> tuple:
     context = grader / 'image'
     return context, [p for p in sorted(context.rglob('*')) if p.is_file()]
 
+# %% ../../nbs/95a_autograder_try.ipynb #install-key
 def _install_key(target: str, grader: Path) -> str:
     "What the install depends on: the platform, this machine's python3 and the files the install reads."
     python = os.path.realpath(shutil.which('python3', path=_PATH) or 'python3')
@@ -200,6 +208,7 @@ def _install_key(target: str, grader: Path) -> str:
         key.update(f"{path.relative_to(base)}\n".encode() + path.read_bytes())
     return key.hexdigest()[:16]
 
+# %% ../../nbs/95a_autograder_try.ipynb #cache
 def installed_image(target: str, grader: Path, cache: Path, log=print) -> Path:
     """The image folder of `grader` installed as its platform installs it, into a fresh venv: made once in `cache`,
     reused while the files the install reads stay the same."""
@@ -224,7 +233,7 @@ def installed_image(target: str, grader: Path, cache: Path, log=print) -> Path:
         shutil.rmtree(work, ignore_errors=True)
     return folder / 'image'
 
-# %% ../../nbs/95a_autograder_try.ipynb #run
+# %% ../../nbs/95a_autograder_try.ipynb #try-run
 @dataclass
 class TryRun:
     "One submission graded by a grader in its platform's layout."
@@ -233,6 +242,7 @@ class TryRun:
     output: str             # what the grader printed: the platform's log for instructors
     failed: bool            # the grader failed (the submission was a notebook it should have graded)
 
+# %% ../../nbs/95a_autograder_try.ipynb #grader-failed
 def _grader_failed(target: str, results: dict | None, submitted: Path, name: str) -> bool:
     if results is None:
         return True
@@ -244,6 +254,7 @@ def _grader_failed(target: str, results: dict | None, submitted: Path, name: str
         return False                                       # rightly not graded: the student's file is at fault
     return True
 
+# %% ../../nbs/95a_autograder_try.ipynb #run
 def run_on_platform(target: str, grader: Path, image: Path, submission: Path | None, work: Path) -> TryRun:
     """`grader` (Gradescope's unzipped files, or PrairieLearn's folder) installed in `image`, run on `submission` (a file,
     copied in under its own name; None: nothing handed in) in its platform's layout in the new folder `work`."""
@@ -274,11 +285,12 @@ def run_on_platform(target: str, grader: Path, image: Path, submission: Path | N
         results = None
     return TryRun(target, results, run.stdout, _grader_failed(target, results, submitted, config['notebook']))
 
-# %% ../../nbs/95a_autograder_try.ipynb #try
+# %% ../../nbs/95a_autograder_try.ipynb #default-cache
 def default_cache() -> Path:
     "Where tried graders' installs are kept: $XDG_CACHE_HOME/tinytorch/graders (~/.cache/tinytorch/graders)."
     return Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache') / 'tinytorch' / 'graders'
 
+# %% ../../nbs/95a_autograder_try.ipynb #try
 def try_grader(target: str, grader, submission, cache=None, log=print) -> TryRun:
     """Grade `submission` with the written `grader` (Gradescope's zip, or PrairieLearn's folder) as its platform would:
     installed from the grader's own files into a fresh venv (cached), run in the platform's layout."""
@@ -296,6 +308,7 @@ def try_grader(target: str, grader, submission, cache=None, log=print) -> TryRun
             f"in {target}'s layout ...")
         return run_on_platform(target, grader, image, submission, Path(tmp) / 'run')
 
+# %% ../../nbs/95a_autograder_try.ipynb #unpack-zip
 def unpack_zip(path: Path, dest: Path) -> Path:
     "The zip's files in `dest` with the modes it carries (as Gradescope unpacks it: run_autograder stays executable)."
     with zipfile.ZipFile(path) as z:

@@ -6,11 +6,9 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import copy
 import html
 import importlib
-import inspect
 import json
 import os
 import re
@@ -25,14 +23,14 @@ from .assignments import cell_role, find_leaks, public_text, secret_lines
 from .notebooks import (EXPORT_DIRECTIVES, cell_source, default_exp, parse_directives, read_nb,
                                         strip_hidden_tests, write_nb)
 from .vocabulary import BEGIN_SOLUTION
+from .docs_api import api_markdown, api_reference, documented_names, link_targets, linkify
 from .errors import BadInput, MissingInput, NotReady, OutputInTheWay
 from .selftest import KERNEL_ARGS
 
 # %% auto #0
 __all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'SKIP_FLAGS', 'CLI_REFERENCE', 'LINK_TARGETS_FILE', 'course_notebooks',
-           'api_markdown', 'documented_names', 'link_targets', 'linkify', 'rst_docstring', 'autodoc_docstring',
-           'prepare_notebook', 'execute_notebook', 'publish_notebook', 'api_reference', 'cli_reference',
-           'write_cli_reference', 'site_text_views', 'site_secrets', 'check_site', 'build_docs']
+           'prepare_notebook', 'execute_notebook', 'publish_notebook', 'cli_reference', 'write_cli_reference',
+           'site_text_views', 'site_secrets', 'check_site', 'build_docs']
 
 # %% ../../nbs/94_docs.ipynb #find
 def course_notebooks(nbs_dir='nbs', prefix: str | None = 'core.') -> list:
@@ -44,124 +42,14 @@ def course_notebooks(nbs_dir='nbs', prefix: str | None = 'core.') -> list:
             found.append((path, module))
     return found
 
-# %% ../../nbs/94_docs.ipynb #api
-def _autodoc_block(kind: str, target: str, options: dict) -> str:
-    "A MyST `{eval-rst}` block holding one autodoc directive: autodoc writes reST, so it must run inside reST."
-    lines = [f'.. {kind}:: {target}'] + [f'   :{k}:' + (f' {v}' if v is not True else '') for k, v in options.items()]
-    return '```{eval-rst}\n' + '\n'.join(lines) + '\n```\n'
+# %% ../../nbs/94_docs.ipynb #prepare-constants
+ANSWER_PLACEHOLDER = '*Your answer goes here in the assignment.*'
 
-def _member_names(cls) -> list:
-    "Public methods and properties that `cls` itself defines, in definition order: the members autodoc's `:members:` shows."
-    return [name for name, value in vars(cls).items() if not name.startswith('_')
-            and (isinstance(value, (property, staticmethod, classmethod)) or inspect.isfunction(value))]
+DOCS_KEY = 'tinytorch_docs'   # cell metadata: the cell's role in the staged copy
 
-def _autodoc_kind(obj) -> str:
-    if inspect.isclass(obj): return 'autoexception' if issubclass(obj, BaseException) else 'autoclass'
-    return 'autofunction' if callable(obj) else 'autodata'
-
-def api_markdown(obj, name: str, module: str, index: bool = True) -> str:
-    """A MyST block asking Sphinx autodoc to document `obj` (function, class with its public members,
-    exception or constant) as `module.name`; `index=False` adds `:no-index:` (a second description of it)."""
-    kind, opts = _autodoc_kind(obj), {}
-    if kind in ('autoclass', 'autoexception'):
-        opts.update({'members': True, 'undoc-members': True})
-    if kind == 'autodata' and len(repr(obj)) > 80:
-        opts['no-value'] = True
-    if not index:
-        opts['no-index'] = True
-    return _autodoc_block(kind, f'{module}.{name}', opts)
-
-# %% ../../nbs/94_docs.ipynb #names
-def documented_names(source: str) -> list:
-    "Public functions and classes defined at the top level of `source`, in order."
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    return [node.name for node in tree.body
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith('_')]
-
-# %% ../../nbs/94_docs.ipynb #names-links
-def link_targets(modules) -> dict:
-    "`{'Embedding': 'tinytorch.core.embeddings.Embedding', 'Embedding.forward': ..., ...}` for the `__all__` of `modules`; ambiguous short names are left out."
-    targets, seen = {}, {}
-    for module in modules:
-        mod = importlib.import_module(f'tinytorch.{module}')
-        for name in getattr(mod, '__all__', []):
-            obj = getattr(mod, name)
-            entries = {name: f'{mod.__name__}.{name}'}
-            if inspect.isclass(obj):
-                entries.update({f'{name}.{m}': f'{mod.__name__}.{name}.{m}' for m in _member_names(obj)})
-            for short, full in entries.items():
-                seen[short] = seen.get(short, 0) + 1
-                targets[short] = full
-    return {k: v for k, v in targets.items() if seen[k] == 1}
-
-# %% ../../nbs/94_docs.ipynb #names-linkify
-_INLINE_CODE = re.compile(r'(?<![`\w])`([A-Za-z_][\w.]*)(\(\))?`(?!`)')
-
-def linkify(text: str, targets: dict) -> str:
-    "Turn `` `Name` `` into a `{py:obj}` link when `Name` is in `targets`, outside fenced code and headings."
-    out, fence = [], None
-    for line in text.split('\n'):
-        stripped = line.lstrip()
-        m = re.match(r'(`{3,}|~{3,})', stripped)
-        if fence:
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not stripped[len(m.group(1)):].strip():
-                fence = None
-            out.append(line); continue
-        if m:
-            fence = m.group(1); out.append(line); continue
-        if stripped.startswith('#'):
-            out.append(line); continue
-        out.append(_INLINE_CODE.sub(lambda mm: (f'{{py:obj}}`{mm.group(1)}{mm.group(2) or ""} <{targets[mm.group(1)]}>`'
-                                                if mm.group(1) in targets else mm.group(0)), line))
-    return '\n'.join(out)
-
-# %% ../../nbs/94_docs.ipynb #names-rst
-_RST_CODE = re.compile(r'``.+?``|`([^`\n]+)`')
-
-_LIST_ITEM = re.compile(r'\s*(\d+\.|[-*+])\s')
-
-def _rst_code(line: str, targets: dict) -> str:
-    def span(m):
-        if m.group(1) is None: return m.group(0)                  # already ``literal``
-        text = m.group(1)
-        name = text[:-2] if text.endswith('()') else text
-        out = f':py:obj:`{text} <{targets[name]}>`' if name in targets else f'``{text}``'
-        before, after = line[m.start() - 1:m.start()], line[m.end():m.end() + 1]
-        # reST markup must not touch a letter: `Name`s becomes ``Name``\ s
-        return ('\\ ' if before.isalnum() else '') + out + ('\\ ' if after.isalnum() else '')
-    return _RST_CODE.sub(span, line)
-
-# %% ../../nbs/94_docs.ipynb #names-2
-def rst_docstring(lines: list, targets: dict | None = None) -> list:
-    """Rewrite, in place, docstring `lines` written in the notebooks' Markdown style as reStructuredText
-    (what autodoc reads): `` `code` `` becomes a literal, or a link when it names one of `targets`, and
-    a list that starts right under a line, or text right after a list, gets the blank line reST needs."""
-    targets, out, in_list = targets or {}, [], False
-    for line in lines:
-        item, prev = _LIST_ITEM.match(line), out[-1] if out else ''
-        ends_list = in_list and line.strip() and not item and not line[:1].isspace()
-        if prev.strip() and ((item and not in_list) or ends_list):
-            out.append('')
-        if item: in_list = True
-        elif ends_list or (not in_list and line.strip()): in_list = False
-        out.append(_rst_code(line, targets))
-    lines[:] = out
-    return lines
-
-def autodoc_docstring(what: str, obj, lines: list, targets: dict | None = None) -> list:
-    """What the site's `conf.py` runs on autodoc's `autodoc-process-docstring` event: `rst_docstring`, after
-    dropping the docstring a constant only inherits from its type (a tuple's would say how tuples work)."""
-    if what in ('data', 'attribute') and lines and '\n'.join(lines).strip() == (inspect.getdoc(type(obj)) or '').strip():
-        lines.clear()
-    return rst_docstring(lines, targets)
+SKIP_FLAGS = {'slow', 'notest'}   # nbdev-test's flags (pyproject's tst_flags): too slow to run for a page either
 
 # %% ../../nbs/94_docs.ipynb #prepare
-ANSWER_PLACEHOLDER = '*Your answer goes here in the assignment.*'
-DOCS_KEY = 'tinytorch_docs'   # cell metadata: the cell's role in the staged copy
-SKIP_FLAGS = {'slow', 'notest'}   # nbdev-test's flags (pyproject's tst_flags): too slow to run for a page either
 def prepare_notebook(nb: dict) -> dict:
     "A copy of a source notebook, ready to execute for the site (see above). Each cell's role is kept in its metadata."
     nb = copy.deepcopy(nb)
@@ -218,6 +106,35 @@ def _strip_directives(source: str) -> str:
 def _md_cell(source: str, cid: str) -> dict:
     return {'cell_type': 'markdown', 'id': cid, 'metadata': {}, 'source': source}
 
+# %% ../../nbs/94_docs.ipynb #publish-api
+def _api_cells(cell: dict, mod, module: str) -> list:
+    "The API entries (markdown cells) of the public names an exported `cell` of `tinytorch.<module>` defines."
+    cells = []
+    for name in documented_names(cell_source(cell)):
+        if not hasattr(mod, name):
+            raise NotReady(f"{name} is defined in an exported cell but missing from tinytorch.{module}: "
+                           "run nbdev-export")
+        entry = api_markdown(getattr(mod, name), name, mod.__name__, index=False)
+        cells.append(_md_cell(entry, f"{cell.get('id', 'cell')}-api-{name}"))
+    return cells
+
+# %% ../../nbs/94_docs.ipynb #publish-code
+def _shown_code(cell: dict, role, directives: dict, tags: list, module: str) -> dict:
+    "A code cell as its page shows it: a solution's input hidden, directives dropped, tracebacks short, figures' alt text."
+    if role == 'solution' or BEGIN_SOLUTION in cell_source(cell) or str(directives.get('echo', '')).lower() == 'false':
+        cell['source'] = ''
+        cell['metadata']['tags'] = sorted(set(tags) | {'remove-input'})
+    else:
+        cell['source'] = _strip_directives(cell_source(cell))
+    if str(directives.get('output', '')).lower() == 'false': cell['outputs'] = []
+    for output in cell.get('outputs', []):
+        if output.get('output_type') == 'error':
+            output['traceback'] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
+    alt = _figure_alt(cell, directives, module)
+    if alt:
+        cell['metadata']['mystnb'] = {'image': {'alt': alt}}    # MyST-NB's cell-level image options
+    return cell
+
 # %% ../../nbs/94_docs.ipynb #publish-2
 def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict:
     "The page version of an executed, prepared notebook of `tinytorch.<module>` (see the table above)."
@@ -231,51 +148,22 @@ def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict
         cell['metadata'] = {'tags': tags} if tags else {}
         if cell['cell_type'] == 'markdown':
             cell['source'] = link(cell_source(cell))
-            out.append(cell); continue
-        if cell['cell_type'] != 'code': out.append(cell); continue
-        if role == 'setup' or 'default_exp' in directives or 'hide' in directives:
+            out.append(cell)
+        elif cell['cell_type'] != 'code':
+            out.append(cell)
+        elif role == 'setup' or 'default_exp' in directives or 'hide' in directives:
             continue
-        if EXPORT_DIRECTIVES & directives.keys():
-            if 'exporti' in directives: continue
-            for name in documented_names(cell_source(cell)):
-                if not hasattr(mod, name):
-                    raise NotReady(f"{name} is defined in an exported cell but missing from tinytorch.{module}: "
-                                   "run nbdev-export")
-                entry = api_markdown(getattr(mod, name), name, mod.__name__, index=False)
-                out.append(_md_cell(entry, f"{cell.get('id', 'cell')}-api-{name}"))
-            continue
-        if role == 'solution' or BEGIN_SOLUTION in cell_source(cell) or str(directives.get('echo', '')).lower() == 'false':
-            cell['source'] = ''
-            cell['metadata']['tags'] = sorted(set(tags) | {'remove-input'})
+        elif EXPORT_DIRECTIVES & directives.keys():
+            if 'exporti' not in directives: out += _api_cells(cell, mod, module)
         else:
-            cell['source'] = _strip_directives(cell_source(cell))
-        if str(directives.get('output', '')).lower() == 'false': cell['outputs'] = []
-        for output in cell.get('outputs', []):
-            if output.get('output_type') == 'error':
-                output['traceback'] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
-        alt = _figure_alt(cell, directives, module)
-        if alt:
-            cell['metadata']['mystnb'] = {'image': {'alt': alt}}    # MyST-NB's cell-level image options
-        out.append(cell)
+            out.append(_shown_code(cell, role, directives, tags, module))
     nb['cells'] = out
     nb['metadata'] = {k: v for k, v in nb.get('metadata', {}).items() if k in ('kernelspec', 'language_info')}
     return nb
 
-# %% ../../nbs/94_docs.ipynb #reference
-def api_reference(modules, title: str, intro: str) -> str:
-    "A MyST page documenting the `__all__` of each of `modules` (e.g. `'core.embeddings'`) with autodoc."
-    parts = [f'# {title}\n', intro.strip() + '\n']
-    for module in modules:
-        mod = importlib.import_module(f'tinytorch.{module}')
-        summary = (inspect.getdoc(mod) or '').strip()
-        parts.append(f'## `{mod.__name__}`\n')
-        if summary: parts.append(summary + '\n')
-        for name in getattr(mod, '__all__', []):
-            parts.append(api_markdown(getattr(mod, name), name, mod.__name__, index=True))
-    return '\n'.join(parts)
-
-# %% ../../nbs/94_docs.ipynb #cli
+# %% ../../nbs/94_docs.ipynb #cli-intro
 CLI_REFERENCE = 'docs/cli.md'
+
 _CLI_INTRO = '''Every `tinytorch` command, its arguments and their defaults, as the command itself defines them
 (this page is written from its argument parser). What a flag in the grades means, and what to do about each
 exit code: the {ref}`instructor guide's troubleshooting <troubleshooting>`.
@@ -286,6 +174,7 @@ stale metadata, or a bug in the tooling (Python's traceback: please report it); 
 submission but some need your attention.
 '''
 
+# %% ../../nbs/94_docs.ipynb #cli-usage
 def _cli_usage(p) -> str:
     "`tinytorch grade MODULE SUBMISSIONS [--jobs JOBS] ...`, one line, from the parser's own arguments."
     words = [p.prog]
@@ -298,11 +187,13 @@ def _cli_usage(p) -> str:
         words.append(word if a.required else f'[{word}]')
     return ' '.join(words)
 
+# %% ../../nbs/94_docs.ipynb #cli-text
 def _cli_text(text) -> str:
     "Help text as Markdown on one line: `|` would end a table cell, `<student>` would be read as an HTML tag."
     text = re.sub(r'([|<>])', r'\\\1', str(text or '').replace('\n', ' ')).strip()
     return text[:1].upper() + text[1:]
 
+# %% ../../nbs/94_docs.ipynb #cli
 def cli_reference(parser) -> str:
     "The command reference page (MyST Markdown) for the argparse `parser` of the `tinytorch` command."
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -321,12 +212,13 @@ def cli_reference(parser) -> str:
         parts.append('')
     return '\n'.join(parts)
 
+# %% ../../nbs/94_docs.ipynb #cli-write
 def write_cli_reference(parser, path=CLI_REFERENCE) -> Path:
     "Write the command reference of `parser` (`tinytorch.cli.build_parser()`; the CLI imports this module) to `path`."
     Path(path).write_text(cli_reference(parser), encoding='utf-8')
     return Path(path)
 
-# %% ../../nbs/94_docs.ipynb #leaks
+# %% ../../nbs/94_docs.ipynb #leaks-views
 def site_text_views(path) -> list:
     "A published file's text, raw and (for HTML) with tags removed and entities decoded; [] for binary files."
     try:
@@ -338,12 +230,14 @@ def site_text_views(path) -> list:
         views.append(html.unescape(re.sub(r'<[^>]+>', '', raw)))
     return views
 
+# %% ../../nbs/94_docs.ipynb #leaks-secrets
 def site_secrets(nbs_dir='nbs') -> set:
     "Lines of solution regions, hidden tests and instructor notes of the notebooks in `nbs_dir` that no notebook shows in public."
     notebooks = sorted(Path(nbs_dir).glob('*.ipynb'))
     public = '\n'.join(public_text(nb) for nb in notebooks)
     return {line for nb in notebooks for line in secret_lines(nb) if line not in public}
 
+# %% ../../nbs/94_docs.ipynb #leaks
 def check_site(site, nbs_dir='nbs') -> list:
     "Problems with a built site: forbidden files, and secret lines of the notebooks in `nbs_dir` found in it."
     site, problems = Path(site), []
@@ -359,7 +253,7 @@ def check_site(site, nbs_dir='nbs') -> list:
                 break
     return problems
 
-# %% ../../nbs/94_docs.ipynb #build
+# %% ../../nbs/94_docs.ipynb #build-helpers
 LINK_TARGETS_FILE = '_link_targets.json'   # next to conf.py in the staged Sphinx project
 
 def _log(verbose, *args):
@@ -368,6 +262,7 @@ def _log(verbose, *args):
 def _clear(path: Path):
     if path.exists(): shutil.rmtree(path)
 
+# %% ../../nbs/94_docs.ipynb #build
 def _publish_pages(items, src: Path, nbs_dir: Path, targets: dict, timeout: int, jobs: int, verbose: bool):
     "Prepare, execute and publish each `(path, module, folder)` of `items` as `src/folder/<notebook>`, `jobs` at a time."
     for folder in {folder for _, _, folder in items}: (src / folder).mkdir()
@@ -381,6 +276,53 @@ def _publish_pages(items, src: Path, nbs_dir: Path, targets: dict, timeout: int,
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         list(pool.map(page, items))
 
+# %% ../../nbs/94_docs.ipynb #build-stage
+def _stage(docs_dir: Path, work_dir: Path) -> Path:
+    "A fresh Sphinx project in `work_dir/docs` from `docs_dir`, the README its home page includes next to it; returns it."
+    src = work_dir / 'docs'        # mirrors the repository's docs/
+    for folder in (src, work_dir / 'html', work_dir / 'doctrees', work_dir / 'jupyter_execute'): _clear(folder)
+    shutil.copytree(docs_dir, src, ignore=shutil.ignore_patterns('_build', '.ipynb_checkpoints', '__pycache__'))
+    readme = docs_dir.parent / 'README.md'    # the home page includes its sections for each reader
+    if readme.exists(): shutil.copy(readme, work_dir / 'README.md')
+    elif '../README.md' in (docs_dir / 'index.md').read_text(encoding='utf-8'):
+        raise MissingInput(f'{readme} not found: {docs_dir}/index.md includes its sections for each reader')
+    return src
+
+# %% ../../nbs/94_docs.ipynb #build-api-pages
+def _write_api_pages(src: Path, core: list, internal: list):
+    "`api.md` for the course modules `core`, `api_tooling.md` for the tooling modules `internal`."
+    (src / 'api.md').write_text(api_reference(
+        core, 'API reference',
+        'Every name the course modules export, with its signature and docstring. The module pages show the '
+        'same entries next to the explanation and the tests.'), encoding='utf-8')
+    (src / 'api_tooling.md').write_text(api_reference(
+        internal, 'API reference: the course tooling',
+        'The modules behind the `tinytorch` command: running notebook tests against a package, nbgrader '
+        'assignments and releases, grading, and this site. The Internals pages explain each of them.'), encoding='utf-8')
+
+# %% ../../nbs/94_docs.ipynb #build-sphinx
+def _sphinx_build(src: Path, work_dir: Path, verbose: bool) -> Path:
+    "Run `sphinx-build -W` on the staged project `src`; returns its HTML folder."
+    t0, html_dir = time.perf_counter(), work_dir / 'html'
+    cmd = [sys.executable, '-m', 'sphinx', '-b', 'html', '-W', '--keep-going', '-q', '-d', str(work_dir / 'doctrees'),
+           str(src), str(html_dir)]
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=work_dir)
+    if result.returncode != 0:
+        raise RuntimeError(f'sphinx-build failed (warnings are errors):\n{result.stderr[-6000:]}{result.stdout[-2000:]}')
+    _log(verbose, f'sphinx-build in {time.perf_counter() - t0:.1f} s')
+    return html_dir
+
+# %% ../../nbs/94_docs.ipynb #build-publish
+def _publish_site(html_dir: Path, out_dir: Path, nbs_dir: Path):
+    "Copy the HTML folder, pages only, to `out_dir`, and refuse it if `check_site` finds a problem."
+    _clear(out_dir)
+    # the themes copy their Jinja macro files (`*webpack-macros.html`) into _static/: not pages, not published
+    shutil.copytree(html_dir, out_dir, ignore=shutil.ignore_patterns('.buildinfo', '.doctrees', '_sources', '*.ipynb',
+                                                                     '*webpack-macros.html'))
+    problems = check_site(out_dir, nbs_dir)
+    if problems:
+        raise RuntimeError('the built site must not be published:\n' + '\n'.join(problems[:20]))
+
 # %% ../../nbs/94_docs.ipynb #build-2
 def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/docs',
                timeout: int = 600, jobs: int = 2, verbose: bool = True) -> Path:
@@ -391,15 +333,7 @@ def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/
         raise MissingInput(f'{docs_dir}/conf.py not found: run build_docs from the repository root')
     if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / 'searchindex.js').exists():
         raise OutputInTheWay(f'{out_dir} exists and is not an earlier docs build; refusing to replace it')
-    src, html_dir, doctrees = work_dir / 'docs', work_dir / 'html', work_dir / 'doctrees'   # src mirrors the repository's docs/
-    for folder in (src, html_dir, doctrees, work_dir / 'jupyter_execute'): _clear(folder)
-    shutil.copytree(docs_dir, src, ignore=shutil.ignore_patterns('_build', '.ipynb_checkpoints', '__pycache__'))
-
-    readme = docs_dir.parent / 'README.md'    # the home page includes its sections for each reader
-    if readme.exists(): shutil.copy(readme, work_dir / 'README.md')
-    elif '../README.md' in (docs_dir / 'index.md').read_text(encoding='utf-8'):
-        raise MissingInput(f'{readme} not found: {docs_dir}/index.md includes its sections for each reader')
-
+    src = _stage(docs_dir, work_dir)
     pages = course_notebooks(nbs_dir, 'core.')
     if not pages: raise MissingInput(f'no course notebooks (default_exp core.*) in {nbs_dir}')
     tooling = [(p, m) for p, m in course_notebooks(nbs_dir, None) if not m.startswith('core.')]
@@ -408,29 +342,8 @@ def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/
     (src / LINK_TARGETS_FILE).write_text(json.dumps(targets, indent=1), encoding='utf-8')   # for conf.py
     _publish_pages([(p, m, 'modules') for p, m in pages] + [(p, m, 'internals') for p, m in tooling],
                    src, nbs_dir, targets, timeout, jobs, verbose)
-    (src / 'api.md').write_text(api_reference(
-        core, 'API reference',
-        'Every name the course modules export, with its signature and docstring. The module pages show the '
-        'same entries next to the explanation and the tests.'), encoding='utf-8')
-    (src / 'api_tooling.md').write_text(api_reference(
-        internal, 'API reference: the course tooling',
-        'The modules behind the `tinytorch` command: running notebook tests against a package, nbgrader '
-        'assignments and releases, grading, and this site. The Internals pages explain each of them.'), encoding='utf-8')
-
-    t0 = time.perf_counter()
-    cmd = [sys.executable, '-m', 'sphinx', '-b', 'html', '-W', '--keep-going', '-q', '-d', str(doctrees), str(src), str(html_dir)]
-    result = subprocess.run(cmd, capture_output=True, text=True, cwd=work_dir)
-    if result.returncode != 0:
-        raise RuntimeError(f'sphinx-build failed (warnings are errors):\n{result.stderr[-6000:]}{result.stdout[-2000:]}')
-    _log(verbose, f'sphinx-build in {time.perf_counter() - t0:.1f} s')
-
-    _clear(out_dir)
-    # the themes copy their Jinja macro files (`*webpack-macros.html`) into _static/: not pages, not published
-    shutil.copytree(html_dir, out_dir, ignore=shutil.ignore_patterns('.buildinfo', '.doctrees', '_sources', '*.ipynb',
-                                                                     '*webpack-macros.html'))
-    problems = check_site(out_dir, nbs_dir)
-    if problems:
-        raise RuntimeError('the built site must not be published:\n' + '\n'.join(problems[:20]))
+    _write_api_pages(src, core, internal)
+    _publish_site(_sphinx_build(src, work_dir, verbose), out_dir, nbs_dir)
     n_pages = len(list(out_dir.rglob('*.html')))
     _log(verbose, f'docs site: {out_dir} ({n_pages} pages) in {time.perf_counter() - start:.1f} s')
     return out_dir

@@ -7,7 +7,6 @@ final grades file per module and give every student feedback with your scores an
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
 import re
@@ -23,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 from .assignments import secret_lines
+from .dependencies import missing_modules
 from .errors import BadInput, MissingInput, NotReady
 from .grade_table import grades_by_student
 from .gradebook import read_gradebook, set_late_penalties
@@ -187,8 +187,6 @@ def write_formgrade_template(folder: Path, nonce: str) -> Path:
     return folder
 
 # %% ../../nbs/93f_manual_grading.ipynb #serve
-_FORMGRADER_NEEDS = {'nbgrader': 'nbgrader', 'jupyterlab': 'jupyterlab', 'jupyter_server_mathjax': 'jupyter-server-mathjax'}
-
 def formgrader_command(course: Path, port: int, token: str, ip: str = '127.0.0.1') -> list:
     "The JupyterLab command line that serves `course` with the formgrader, no terminals and only what grading needs."
     as_root = ['--allow-root'] if hasattr(os, 'geteuid') and os.geteuid() == 0 else []
@@ -238,7 +236,7 @@ def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.s
     if not (course / 'gradebook.db').is_file() or not (course / 'nbgrader_config.py').is_file():
         raise CourseNotGraded(f"{course} is not a graded course folder (no gradebook.db): run "
                               f"`tinytorch grade MODULE SUBMISSIONS --course {course}` first")
-    missing = [pkg for module, pkg in _FORMGRADER_NEEDS.items() if importlib.util.find_spec(module) is None]
+    missing = missing_modules('course')
     if missing:
         raise NotReady(f"the formgrader needs {', '.join(missing)}: pip install 'tinytorch[course]'")
     port, token, nonce = _check_port(ip, port), secrets.token_hex(16), secrets.token_hex(16)

@@ -38,9 +38,10 @@ def format_report(report: dict) -> str:
                  " (hidden tests and written answers are graded by your instructor)")
     return '\n'.join(lines)
 
-# %% ../../nbs/90a_selftest.ipynb #execute
+# %% ../../nbs/90a_selftest.ipynb #kernel-args
 KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]   # a student sees the report, not the kernel's own TCP warning
 
+# %% ../../nbs/90a_selftest.ipynb #execute
 def _executed(path: Path, timeout: int):
     "The notebook at `path`, run top to bottom in a fresh kernel; every cell's outputs recorded, errors included."
     from nbclient import NotebookClient
