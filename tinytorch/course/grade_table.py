@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import BadInput, MissingInput
 from .untrusted_text import csv_row, csv_value, printable
-from .vocabulary import atomic_write, read_csv_lines
+from .vocabulary import PartStatus, atomic_write, read_csv_lines
 
 # %% auto #0
 __all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'CSV_FIELDS', 'Part', 'StudentResult', 'part_status', 'settle_statuses',
@@ -68,14 +68,14 @@ def part_status(result: StudentResult, part: Part) -> tuple:
     """(status, reason) of one part: failed, needs manual grading, flagged or graded. The reason is one short
     sentence (the whole story is in the grading log); it also says when the part was graded without a sandbox."""
     if result.failure:
-        status, reason = 'failed', _sentence(result.failure)
+        status, reason = PartStatus.FAILED, _sentence(result.failure)
     elif part.kind == 'answer':
-        status, reason = 'needs manual grading', 'written answer'
+        status, reason = PartStatus.NEEDS_MANUAL, 'written answer'
     elif result.flags:
         more = len(result.flags) - 1
-        status, reason = 'flagged', _sentence(result.flags[0]) + (f" (and {more} more in the grading log)" if more else '')
+        status, reason = PartStatus.FLAGGED, _sentence(result.flags[0]) + (f" (and {more} more in the grading log)" if more else '')
     else:
-        status, reason = 'graded', HIDDEN_FAILED if part.hidden_failed else ''
+        status, reason = PartStatus.GRADED, HIDDEN_FAILED if part.hidden_failed else ''
     if not result.sandboxed:
         reason = '; '.join(filter(None, [reason, UNSANDBOXED]))
     return status, reason
@@ -87,20 +87,20 @@ def settle_statuses(result: StudentResult) -> dict:
     return result.statuses
 
 # %% ../../nbs/93d_grade_table.ipynb #score
-def import_score(status: str, points: float | None, recheck: float | None) -> float | None:
+def import_score(status: PartStatus, points: float | None, recheck: float | None) -> float | None:
     """The points to import into a gradebook: nbgrader's for a `graded` part; for a `flagged` one the lower of
     nbgrader's and the re-check's (0 when the re-check gave none) until an instructor decides; None (nothing to
     import yet) for `needs manual grading` and `failed`."""
-    if status == 'graded':
+    if status == PartStatus.GRADED:
         return points
-    if status == 'flagged':
+    if status == PartStatus.FLAGGED:
         return min(points, 0.0 if recheck is None else recheck)
     return None
 
 def import_total(result: StudentResult) -> float:
     "The submission's points as its `score` column adds up (a part with nothing to import yet counts 0)."
     statuses = result.statuses or settle_statuses(result)
-    return sum(import_score(statuses[gid][0], None if statuses[gid][0] == 'needs manual grading' else p.nbgrader_points,
+    return sum(import_score(statuses[gid][0], None if statuses[gid][0] == PartStatus.NEEDS_MANUAL else p.nbgrader_points,
                             p.recheck_points) or 0.0 for gid, p in result.parts.items())
 
 # %% ../../nbs/93d_grade_table.ipynb #write-csv
@@ -123,7 +123,7 @@ def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
             statuses = r.statuses or settle_statuses(r)
             for gid, p in r.parts.items():
                 status, reason = statuses[gid]
-                points = None if status == 'needs manual grading' else p.nbgrader_points
+                points = None if status == PartStatus.NEEDS_MANUAL else p.nbgrader_points
                 w.writerow(csv_row({'student': r.student, 'part': gid, 'kind': p.kind, 'points': _points_text(points),
                             'max_points': _points_text(p.max_points), 'recheck_points': _points_text(p.recheck_points),
                             'status': status, 'reason': reason, 'assignment': assignment,
@@ -189,10 +189,11 @@ def write_grading_log(results: list, path: Path, assignment: str) -> Path:
     lines = [f"tinytorch grade: {assignment}, {len(results)} submission(s)", '']
     for r in results:
         if r.failure or r.flags or r.instructor_notes:
-            lines.append(f"{printable(r.student)}: {'failed' if r.failure else 'flagged' if r.flags else 'graded'}")
+            lines.append(f"{printable(r.student)}: {PartStatus.FAILED if r.failure else PartStatus.FLAGGED if r.flags else PartStatus.GRADED}")
             lines += [f"  - {_logged(text)}" for text in ([r.failure] if r.failure else r.flags)]
             lines += [f"  - for you only: {_logged(text)}" for text in r.instructor_notes]
     if len(lines) == 2:
         lines.append('every submission was graded cleanly')
-    path.write_text('\n'.join(lines) + '\n', encoding='utf-8')
+    with atomic_write(path) as f:
+        f.write('\n'.join(lines) + '\n')
     return path

@@ -14,7 +14,7 @@ from pathlib import Path
 from .assignments import run_nbgrader, write_course
 from .grade_table import Part, StudentResult, import_score, settle_statuses
 from .notebooks import cell_source, read_nb, strip_hidden_tests, write_nb
-from .vocabulary import open_gradebook
+from .vocabulary import CourseLayout, PartStatus, open_gradebook
 
 # %% auto #0
 __all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'read_copy_grades',
@@ -29,12 +29,12 @@ def create_gradebooks(source: Path, course_dir: Path, cell_timeout: int) -> Path
     template = course_dir / '.template'
     if template.exists():
         shutil.rmtree(template)
-    (template / 'source' / source.stem).mkdir(parents=True)
-    shutil.copy(course_dir / 'nbgrader_config.py', template)
+    CourseLayout(template).source(source.stem).mkdir(parents=True)
+    shutil.copy(CourseLayout(course_dir).config, template)
     visible = read_nb(source)
     for cell in visible['cells']:
         cell['source'] = strip_hidden_tests(cell_source(cell))
-    write_nb(visible, template / 'source' / source.stem / source.name)
+    write_nb(visible, CourseLayout(template).source_notebook(source.stem))
     with ThreadPoolExecutor(2) as pool:     # the master's gradebook keeps its students (a course graded before)
         runs = list(pool.map(lambda folder: run_nbgrader(folder, 'generate_assignment', source.stem, '--force'),
                              (course_dir, template)))
@@ -49,9 +49,9 @@ def create_gradebooks(source: Path, course_dir: Path, cell_timeout: int) -> Path
 def write_submission_course(template: Path, folder: Path, assignment: str, student: str, submission: dict,
                             name: str) -> Path:
     "A course copy in the existing `folder`: the template's config and gradebook, `submission` as `student`'s `name`."
-    shutil.copy(template / 'nbgrader_config.py', folder)
-    shutil.copy(template / 'gradebook.db', folder)
-    target = folder / 'submitted' / student / assignment / name
+    shutil.copy(CourseLayout(template).config, folder)
+    shutil.copy(CourseLayout(template).gradebook, folder)
+    target = CourseLayout(folder).submitted(student, assignment) / name
     target.parent.mkdir(parents=True)
     write_nb(submission, target)
     return target
@@ -63,7 +63,7 @@ def autograde_command(folder: Path, assignment: str, student: str) -> list:
 
 def autograded_path(folder: Path, assignment: str, student: str, name: str) -> Path:
     "Where nbgrader writes `student`'s autograded notebook `name` in the course `folder`."
-    return folder / 'autograded' / student / assignment / name
+    return CourseLayout(folder).autograded(student, assignment) / name
 
 # %% ../../nbs/93c_gradebook.ipynb #read-copy
 def read_copy_grades(db: Path, assignment: str, student: str) -> dict:
@@ -81,10 +81,10 @@ def read_copy_grades(db: Path, assignment: str, student: str) -> dict:
                 for nb in sub.notebooks for g in nb.grades}
 
 # %% ../../nbs/93c_gradebook.ipynb #merge
-def gradebook_auto_score(status: str, part: Part) -> float | None:
+def gradebook_auto_score(status: PartStatus, part: Part) -> float | None:
     """The autograded score the master gradebook holds for `part` of `status`: the grades CSV's `score` (the safer of
     nbgrader's and the re-check's) when it is flagged, nbgrader's otherwise."""
-    if status == 'flagged':
+    if status == PartStatus.FLAGGED:
         return import_score(status, part.nbgrader_points or 0.0, part.recheck_points)
     return part.nbgrader_points
 
@@ -95,7 +95,7 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
     penalty."""
     from nbgrader.api import MissingEntry
     statuses = result.statuses or settle_statuses(result)
-    with open_gradebook(course_dir / 'gradebook.db') as gb:
+    with open_gradebook(CourseLayout(course_dir).gradebook) as gb:
         gb.update_or_create_student(result.student)
         try:
             gb.remove_submission(assignment, result.student)
@@ -147,7 +147,7 @@ class GradebookGuard:
 def read_gradebook(course: Path, assignment: str) -> dict:
     "student -> {part: {'auto', 'manual', 'extra', 'max', 'comment'}} from the master gradebook."
     scores = {}
-    with open_gradebook(course / 'gradebook.db') as gb:
+    with open_gradebook(CourseLayout(course).gradebook) as gb:
         for sub in gb.assignment_submissions(assignment):
             parts = scores.setdefault(sub.student_id, {})
             for nb in sub.notebooks:
@@ -161,7 +161,7 @@ def read_gradebook(course: Path, assignment: str) -> dict:
 def set_late_penalties(course: Path, assignment: str, penalties: dict):
     """Each submitted notebook's `late_submission_penalty` in the master gradebook, from student -> points: nbgrader's
     own views (its CSV export, `score` minus penalty) then say what the final grades say."""
-    with open_gradebook(course / 'gradebook.db') as gb:
+    with open_gradebook(CourseLayout(course).gradebook) as gb:
         for sub in gb.assignment_submissions(assignment):
             if sub.student_id in penalties:
                 for nb in sub.notebooks:
