@@ -56,11 +56,13 @@ def write_submission_course(template: Path, folder: Path, assignment: str, stude
     write_nb(submission, target)
     return target
 
+# %% ../../nbs/93c_gradebook.ipynb #autograde-command
 def autograde_command(folder: Path, assignment: str, student: str) -> list:
     "The `nbgrader autograde` command line for `student` in the course copy `folder`."
     return [sys.executable, '-m', 'nbgrader', 'autograde', assignment, '--student', student,
             f'--CourseDirectory.root={folder}']
 
+# %% ../../nbs/93c_gradebook.ipynb #autograded-path
 def autograded_path(folder: Path, assignment: str, student: str, name: str) -> Path:
     "Where nbgrader writes `student`'s autograded notebook `name` in the course `folder`."
     return CourseLayout(folder).autograded(student, assignment) / name
@@ -80,7 +82,7 @@ def read_copy_grades(db: Path, assignment: str, student: str) -> dict:
                          'kind': 'answer' if g.cell_type == 'markdown' else 'test'}
                 for nb in sub.notebooks for g in nb.grades}
 
-# %% ../../nbs/93c_gradebook.ipynb #merge
+# %% ../../nbs/93c_gradebook.ipynb #gradebook-auto-score
 def gradebook_auto_score(status: PartStatus, part: Part) -> float | None:
     """The autograded score the master gradebook holds for `part` of `status`: the grades CSV's `score` (the safer of
     nbgrader's and the re-check's) when it is flagged, nbgrader's otherwise."""
@@ -88,6 +90,7 @@ def gradebook_auto_score(status: PartStatus, part: Part) -> float | None:
         return import_score(status, part.nbgrader_points or 0.0, part.recheck_points)
     return part.nbgrader_points
 
+# %% ../../nbs/93c_gradebook.ipynb #merge
 def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResult, late=None):
     """Record `result` in the master gradebook (replacing an earlier submission of the same student), each autograded
     part at `gradebook_auto_score`: the formgrader's totals and `nbgrader export` never pay a flagged part more.
@@ -168,12 +171,13 @@ def set_late_penalties(course: Path, assignment: str, penalties: dict):
                     nb.late_submission_penalty = penalties[sub.student_id]
         gb.db.commit()
 
-# %% ../../nbs/93c_gradebook.ipynb #copy-subs
+# %% ../../nbs/93c_gradebook.ipynb #gradebook-students
 def gradebook_students(db: Path, assignment: str) -> list:
     "The students with a submission of `assignment` in the existing gradebook `db`, sorted."
     with open_gradebook(db) as gb:
         return sorted(s.student_id for s in gb.assignment_submissions(assignment))
 
+# %% ../../nbs/93c_gradebook.ipynb #copy-scores
 def _copy_scores(src_nb, dest_nb):
     "Every score, comment and flag of the submitted notebook `src_nb` onto `dest_nb`: the same notebook in another gradebook."
     dest_nb.flagged, dest_nb.late_submission_penalty = src_nb.flagged, src_nb.late_submission_penalty
@@ -186,6 +190,7 @@ def _copy_scores(src_nb, dest_nb):
     for c in src_nb.comments:
         comments[c.name].auto_comment, comments[c.name].manual_comment = c.auto_comment, c.manual_comment
 
+# %% ../../nbs/93c_gradebook.ipynb #copy-subs
 def copy_submissions(src: Path, dest: Path, assignment: str) -> list:
     """Every submission of `assignment` in gradebook `src` (its student, scores, comments and flags) added to the
     gradebook `dest`, which holds the same assignment and none of those students; returns their ids."""

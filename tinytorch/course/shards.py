@@ -46,18 +46,20 @@ def shard_of(student: str, n: int) -> int:
     digest = hashlib.sha256(student.encode('utf-8', 'surrogateescape')).digest()
     return int.from_bytes(digest[:8], 'big') % n + 1
 
+# %% ../../nbs/93e_shards.ipynb #select-shard
 def select_shard(submissions: list, shard) -> list:
     "The `(student, path)` pairs of `submissions` that shard `K/N` grades, in their given order."
     k, n = parse_shard(shard)
     return [item for item in submissions if shard_of(item[0], n) == k]
 
-# %% ../../nbs/93e_shards.ipynb #merge
+# %% ../../nbs/93e_shards.ipynb #same
 def _same(seen: dict, key, value, where, message):
     "Remember `value` for `key`; BadInput(message(first, where_first, value, where)) when it changes."
     first, first_where = seen.setdefault(key, (value, where))
     if first != value:
         raise BadInput(message(first, first_where, value, where))
 
+# %% ../../nbs/93e_shards.ipynb #merge
 def _grouped(inputs: list) -> dict:
     "student -> (input, rows), refusing whatever can't come from one class's single run."
     students, seen = {}, {}
@@ -77,7 +79,7 @@ def _grouped(inputs: list) -> dict:
               f"{wa} was graded on parts {a} but {wb} on {b}: graded from different notebooks")
     return students
 
-# %% ../../nbs/93e_shards.ipynb #merge-write
+# %% ../../nbs/93e_shards.ipynb #write-rows
 def _write_rows(path: Path, rows: list):
     "The grades CSV of `rows` at `path`: written to a temporary file beside it, renamed into place at the end."
     try:
@@ -89,6 +91,7 @@ def _write_rows(path: Path, rows: list):
     except OSError as e:
         raise BadInput(f"{path}: can't write the merged grades ({type(e).__name__}: {e})") from None
 
+# %% ../../nbs/93e_shards.ipynb #merge-write
 def merge_grade_csvs(out, inputs, course=None) -> dict:
     """Merge the shards' grades CSVs `inputs` into `out`: the CSV one run over the whole class writes. With `course`,
     first also the shards' course folders (around the inputs) into that one course folder (`merge_courses`)."""
@@ -124,10 +127,11 @@ def _shard_course(csv_path: Path) -> tuple:
         raise BadInput(f"{course / 'source'}: expected one assignment folder, found {sources}")
     return course, sources[0]
 
-# %% ../../nbs/93e_shards.ipynb #course-checks-2
+# %% ../../nbs/93e_shards.ipynb #files
 def _files(folder: Path) -> dict:
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob('*')) if p.is_file()}
 
+# %% ../../nbs/93e_shards.ipynb #graded-in
 def _graded_in(csv_path: Path) -> set:
     "The students of a grades CSV who have a gradebook entry: all but those whose every part failed ungraded."
     failed = {}
@@ -135,6 +139,7 @@ def _graded_in(csv_path: Path) -> set:
         failed[row['student']] = failed.get(row['student'], True) and row['status'] == PartStatus.FAILED
     return {s for s, all_failed in failed.items() if not all_failed}
 
+# %% ../../nbs/93e_shards.ipynb #course-checks-2
 def _check_courses(courses: list, assignment: str, csv_paths: list):
     """BadInput when the shard courses were graded from different notebooks, a gradebook doesn't hold its CSV's
     students, or a student is in two gradebooks."""
@@ -161,7 +166,7 @@ def _check_courses(courses: list, assignment: str, csv_paths: list):
                                "each student must be graded by exactly one shard")
             owner[student] = course
 
-# %% ../../nbs/93e_shards.ipynb #course
+# %% ../../nbs/93e_shards.ipynb #merged-log
 def _merged_log(courses: list, assignment: str, submissions: int) -> str:
     "The shards' grading logs as one run writes it: each flagged or failed student's entry, sorted by student."
     entries, student = {}, None
@@ -176,6 +181,7 @@ def _merged_log(courses: list, assignment: str, submissions: int) -> str:
     body = [line for s in sorted(entries) for line in entries[s]] or ['every submission was graded cleanly']
     return '\n'.join([f"tinytorch grade: {assignment}, {submissions} submission(s)", '', *body]) + '\n'
 
+# %% ../../nbs/93e_shards.ipynb #course
 def merge_courses(dest, csv_paths: list, rows: list) -> Path:
     """The shards' course folders around `csv_paths` as one course folder `dest` (one gradebook for every student),
     with the merged grades `rows`; built beside `dest` and renamed into place, or nothing is written."""
