@@ -15,17 +15,17 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .assignments import graded_parts, secret_lines
+from .assignments import secret_lines
 from .errors import MissingInput
 from .feedback import publish_feedback
 from tinytorch.course.grade_table import (
-    HIDDEN_FAILED, UNSANDBOXED, Part, StudentResult, import_total, settle_statuses, write_grades_csv, write_grading_log,
+    HIDDEN_FAILED, UNSANDBOXED, StudentResult, import_total, settle_statuses, write_grades_csv, write_grading_log,
 )
 from tinytorch.course.gradebook import (
     GradebookGuard, autograde_command, autograded_path, create_gradebooks, merge_into_gradebook, read_copy_grades,
     write_submission_course,
 )
-from .grading_inputs import exported_module, grading_package, repair_submission
+from .grading_inputs import empty_parts, exported_module, grading_package, repair_submission
 from .late import LateWork, describe_lateness, read_timestamp
 from .limits import Limits, describe_limits, enforced
 from .notebooks import NotebookError, find_notebook, read_nb, reads_nb
@@ -39,7 +39,7 @@ from .untrusted_text import markdown_text, printable
 from .vocabulary import CourseLayout, PartStatus
 
 # %% auto #0
-__all__ = ['GradingSetup', 'empty_parts', 'grade_one', 'write_feedback', 'set_up_grading', 'grade']
+__all__ = ['GradingSetup', 'grade_one', 'write_feedback', 'set_up_grading', 'grade']
 
 # %% ../../nbs/93_grading.ipynb #setup
 @dataclass
@@ -59,11 +59,6 @@ class GradingSetup:
     late: LateWork = field(default_factory=LateWork)   # due date, extensions, late policy
     program: dict | None = None      # the re-check's tests, hidden ones included (`recheck_program` of `notebook`)
     cleared: dict = field(default_factory=dict)        # student -> SHA-256 of a held notebook you cleared (--clear)
-
-# %% ../../nbs/93_grading.ipynb #parts
-def empty_parts(source: dict) -> dict:
-    "grade_id -> `Part` at 0 points, for every graded part of `source` (`assignments.graded_parts`)."
-    return {gid: Part(gid, kind, points, needs_manual=kind == 'answer') for gid, kind, points in graded_parts(source)}
 
 # %% ../../nbs/93_grading.ipynb #checks
 def _unran_graded_cells(autograded: Path) -> list:
@@ -323,52 +318,23 @@ def _clear(setup: GradingSetup, subs: list, clear, course_dir: Path, log):
         log(f"cleared by you, graded as usual: {', '.join(sorted(digests))} (kept in {path.name})")
     setup.cleared = read_cleared(course_dir, setup.assignment)
 
-# %% ../../nbs/93_grading.ipynb #batch
-def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1, cell_timeout: int = 30,
-          wall_seconds: float = 300, sandbox: bool = True, log=print, shard=None, limits: Limits | None = None,
-          late: LateWork | None = None, clear=()) -> tuple:
-    """Grade every submission (with `shard='K/N'`, only shard K of N's); returns (results, path of the grades
-    CSV). Raises `SandboxUnavailable`, before anything is written, when no sandbox can be had and `sandbox` is True.
-    `limits` (default `Limits()`) caps what each submission may use; a limit that can't hold here is logged in one line.
-    `late` (default: no due date) is the due date, extensions and late policy, kept as COURSE/late_work.json.
-    `clear` names students whose held submission (`_held`) you looked at: their notebook as it is now is graded."""
-    shard = parse_shard(shard) if shard is not None else None     # a bad value fails before any work
+# %% ../../nbs/93_grading.ipynb #batch-folder
+def _submissions_folder(submissions_dir) -> Path:
+    "`submissions_dir` as a Path; MissingInput, saying what it should hold, when it is not a folder."
     submissions_dir = Path(submissions_dir)
     if not submissions_dir.is_dir():
         raise MissingInput(f"{submissions_dir}: no such folder (expected SUBMISSIONS/<student>/<notebook>.ipynb or "
                            "nbgrader's collected SUBMISSIONS/<student>/<assignment>/<notebook>.ipynb)")
-    if clear:
-        check_clear(clear, find_submissions(submissions_dir, find_notebook(module, nbs_dir).name), submissions_dir)
-    course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
-    level = isolation_level(sandbox)
-    held, cannot = enforced(Limits() if limits is None else limits, level)
-    setup = set_up_grading(module, nbs_dir, course_dir, level, cell_timeout, wall_seconds, hide=(submissions_dir,))
-    setup.limits, setup.late = held, late or LateWork()
-    try:
-        found = find_submissions(submissions_dir, setup.notebook.name)
-        if not found:
-            raise MissingInput(f"no student folders in {submissions_dir}")
-        mine = select_shard(found, shard) if shard else found
-        if shard:
-            log(f"shard {shard[0]}/{shard[1]}: {len(mine)} of the {len(found)} submission(s) in {submissions_dir}"
-                + ('' if mine else '; nothing to grade here, the grades CSV holds its header only'))
-        mine = with_receipts(mine, read_receipts(submissions_dir.parent, setup.assignment), setup.late, log)
-        subs = snapshot_submissions(mine, course_dir / '.snapshot', submissions_dir)
-        _clear(setup, subs, clear, course_dir, log)
-        log(f"grading {len(subs)} submission(s) of {setup.assignment} with {jobs} job(s); isolation: "
-            + _isolation_text(level))
-        log(f"limits per submission: {describe_limits(held)}")
-        for line in cannot:
-            log(line)
-        _log_late_work(setup.late, found, log)
-        setup.late.save(course_dir)
-        results = _grade_all(setup, subs, course_dir, jobs, log)
-    finally:                                   # also when grading stops early
-        shutil.rmtree(setup.work_root, ignore_errors=True)
-    csv_path = write_grades_csv(results, CourseLayout(course_dir).grades_csv(setup.assignment), setup.assignment)
-    log_path = write_grading_log(results, CourseLayout(course_dir).grading_log(setup.assignment), setup.assignment)
-    log(f"grades: {csv_path} (import the score column; every flag in full: {log_path.name})")
-    return results, csv_path
+    return submissions_dir
+
+# %% ../../nbs/93_grading.ipynb #batch-shard
+def _this_shard(found: list, shard: tuple | None, submissions_dir: Path, log) -> list:
+    "The submissions of `found` that shard (K, N) grades, said in the log; all of them when `shard` is None."
+    mine = select_shard(found, shard) if shard else found
+    if shard:
+        log(f"shard {shard[0]}/{shard[1]}: {len(mine)} of the {len(found)} submission(s) in {submissions_dir}"
+            + ('' if mine else '; nothing to grade here, the grades CSV holds its header only'))
+    return mine
 
 # %% ../../nbs/93_grading.ipynb #batch-late-log
 def _log_late_work(late: LateWork, found: list, log):
@@ -381,3 +347,54 @@ def _log_late_work(late: LateWork, found: list, log):
     strangers = sorted(set(late.extensions) - {f.student for f in found})
     if strangers:
         log(f"extensions for students with no folder in the submissions: {', '.join(map(printable, strangers))}")
+
+# %% ../../nbs/93_grading.ipynb #batch-log
+def _log_run(setup: GradingSetup, subs: list, jobs: int, cannot: list, found: list, log):
+    "What the run is about to do, in the log: how many, how isolated, the limits (and those that can't hold), the due date."
+    log(f"grading {len(subs)} submission(s) of {setup.assignment} with {jobs} job(s); isolation: "
+        + _isolation_text(setup.level))
+    log(f"limits per submission: {describe_limits(setup.limits)}")
+    for line in cannot:
+        log(line)
+    _log_late_work(setup.late, found, log)
+
+# %% ../../nbs/93_grading.ipynb #batch-write
+def _write_grades(results: list, course_dir: Path, assignment: str, log) -> Path:
+    "The grades CSV and the grading log of `results` in `course_dir`, said in the log; returns the CSV's path."
+    csv_path = write_grades_csv(results, CourseLayout(course_dir).grades_csv(assignment), assignment)
+    log_path = write_grading_log(results, CourseLayout(course_dir).grading_log(assignment), assignment)
+    log(f"grades: {csv_path} (import the score column; every flag in full: {log_path.name})")
+    return csv_path
+
+# %% ../../nbs/93_grading.ipynb #batch
+def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1, cell_timeout: int = 30,
+          wall_seconds: float = 300, sandbox: bool = True, log=print, shard=None, limits: Limits | None = None,
+          late: LateWork | None = None, clear=()) -> tuple:
+    """Grade every submission (with `shard='K/N'`, only shard K of N's); returns (results, path of the grades
+    CSV). Raises `SandboxUnavailable`, before anything is written, when no sandbox can be had and `sandbox` is True.
+    `limits` (default `Limits()`) caps what each submission may use; a limit that can't hold here is logged in one line.
+    `late` (default: no due date) is the due date, extensions and late policy, kept as COURSE/late_work.json.
+    `clear` names students whose held submission (`_held`) you looked at: their notebook as it is now is graded."""
+    shard = parse_shard(shard) if shard is not None else None     # a bad value fails before any work
+    submissions_dir = _submissions_folder(submissions_dir)
+    if clear:
+        check_clear(clear, find_submissions(submissions_dir, find_notebook(module, nbs_dir).name), submissions_dir)
+    course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
+    level = isolation_level(sandbox)
+    held, cannot = enforced(Limits() if limits is None else limits, level)
+    setup = set_up_grading(module, nbs_dir, course_dir, level, cell_timeout, wall_seconds, hide=(submissions_dir,))
+    setup.limits, setup.late = held, late or LateWork()
+    try:
+        found = find_submissions(submissions_dir, setup.notebook.name)
+        if not found:
+            raise MissingInput(f"no student folders in {submissions_dir}")
+        mine = _this_shard(found, shard, submissions_dir, log)
+        mine = with_receipts(mine, read_receipts(submissions_dir.parent, setup.assignment), setup.late, log)
+        subs = snapshot_submissions(mine, course_dir / '.snapshot', submissions_dir)
+        _clear(setup, subs, clear, course_dir, log)
+        _log_run(setup, subs, jobs, cannot, found, log)
+        setup.late.save(course_dir)
+        results = _grade_all(setup, subs, course_dir, jobs, log)
+    finally:                                   # also when grading stops early
+        shutil.rmtree(setup.work_root, ignore_errors=True)
+    return results, _write_grades(results, course_dir, setup.assignment, log)
