@@ -22,7 +22,7 @@ require("nbgrader")
 
 from course_scenarios import edit, replace, solve  # noqa: E402
 from tinytorch.course.assignments import graded_parts, release  # noqa: E402
-from tinytorch.course.grading import exported_source  # noqa: E402
+from tinytorch.course.recheck_run import exported_source  # noqa: E402
 from tinytorch.course.recheck import new_token, read_results, recheck_command, recheck_input, recheck_program  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,31 +6,23 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import sys
 import tempfile
-import time
-import traceback
 import uuid
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .assignments import find_leaks, graded_parts, secret_lines
+from .assignments import graded_parts
 from .errors import BadInput, OutputInTheWay
-from .grade_table import HIDDEN_FAILED
-from .untrusted_text import printable
-from .notebooks import NotebookError, cell_source, find_notebook, read_nb
-from .vocabulary import atomic_write, marked_lines
+from .grading_inputs import exported_module, grading_package
+from .notebooks import find_notebook, read_nb
 
 # %% auto #0
 __all__ = ['PLATFORMS', 'HIDDEN_TESTS', 'GRADER_PYTHON', 'CONFIG_FORMAT', 'PRAIRIELEARN_IMAGE', 'Platform', 'GraderOptions',
            'grading_requirements', 'grader_python', 'write_grader_files', 'write_package', 'write_gradescope',
-           'write_prairielearn', 'write_autograder', 'SubmissionProblem', 'find_submission', 'graded_cell_errors',
-           'PartReport', 'part_reports', 'gradescope_results', 'prairielearn_results', 'not_graded', 'load_config',
-           'grade_submission', 'write_results', 'run']
+           'write_prairielearn', 'write_autograder']
 
 # %% ../../nbs/95_autograder.ipynb #platforms
 @dataclass(frozen=True)
@@ -41,6 +33,7 @@ class Platform:
     submission: str    # the folder the student's files are copied into
     results: str       # the results file the platform reads when the grader ends
 
+# %% ../../nbs/95_autograder.ipynb #platform-folders
 PLATFORMS = {
     'gradescope': Platform('gradescope', '/autograder/source', '/autograder/submission', '/autograder/results/results.json'),
     'prairielearn': Platform('prairielearn', '/grade/tests', '/grade/student', '/grade/results/results.json'),
@@ -48,9 +41,10 @@ PLATFORMS = {
 HIDDEN_TESTS = ('after_published', 'hidden')   # when a hidden test's message may be shown (Gradescope's visibility words)
 GRADER_PYTHON = '/opt/tinytorch-grader/bin/python'   # the venv the image's setup makes
 
-# %% ../../nbs/95_autograder.ipynb #options
+# %% ../../nbs/95_autograder.ipynb #config-format
 CONFIG_FORMAT = 'tinytorch-autograder/1'
 
+# %% ../../nbs/95_autograder.ipynb #options
 @dataclass(frozen=True)
 class GraderOptions:
     "How a built grader grades: the platform, when hidden tests' messages show, the time limits, the sandbox."
@@ -96,10 +90,9 @@ def grader_python() -> tuple:
 # %% ../../nbs/95_autograder.ipynb #grader-files
 def write_grader_files(module, nbs_dir, dest: Path, options: GraderOptions) -> Path:
     "`dest/grader/`: the source notebook of `module` (solutions and hidden tests) and `config.json`; returns the folder."
-    from tinytorch.course.grading import _default_exp
     source = find_notebook(module, nbs_dir)
     nb = read_nb(source)
-    exp = _default_exp(nb, source.name)
+    exp = exported_module(nb, source.name)
     if not any(kind == 'test' for _, kind, _ in graded_parts(nb)):
         raise BadInput(f"{source.name} has no graded test cells: nothing for an autograder to grade")
     folder = Path(dest) / 'grader'
@@ -129,14 +122,13 @@ def write_package(dest: Path, module: str) -> Path:
     "A pip-installable copy of this tinytorch in `dest`, the graded `module` (e.g. core.embeddings) a stub."
     import tinytorch
     from tinytorch.course.dependencies import pinned
-    from tinytorch.course.grading import _grading_package
-    _grading_package(module, Path(dest) / 'tinytorch')
+    grading_package(module, Path(dest) / 'tinytorch')
     base = pinned()                   # tinytorch's own requirements, at the versions installed here
     (Path(dest) / 'pyproject.toml').write_text(_PYPROJECT.format(version=tinytorch.__version__,
                                                                  dependencies=json.dumps(base)), encoding='utf-8')
     return Path(dest)
 
-# %% ../../nbs/95_autograder.ipynb #gradescope
+# %% ../../nbs/95_autograder.ipynb #setup-sh
 _SETUP_SH = '''#!/usr/bin/env bash
 # Gradescope runs this once, as root, while it builds the autograder's image (Ubuntu, 22.04 by default).
 set -euo pipefail
@@ -155,13 +147,15 @@ fi
 chmod -R go= /autograder/source
 '''
 
+# %% ../../nbs/95_autograder.ipynb #no-results
 _NO_RESULTS = json.dumps({'score': 0.0, 'output': "The autograder stopped before it could grade this submission. "
                           "Your instructor can see why in the autograder's output.", 'tests': []})
 
+# %% ../../nbs/95_autograder.ipynb #run-autograder
 _RUN_AUTOGRADER = f'''#!/usr/bin/env bash
 # Gradescope runs this for every submission, as root, in /autograder.
 python="${{TINYTORCH_GRADER_PYTHON:-{GRADER_PYTHON}}}"
-"$python" -m tinytorch.course.autograder gradescope
+"$python" -m tinytorch.course.autograder_run gradescope
 if [ ! -s /autograder/results/results.json ]; then
   mkdir -p /autograder/results
   cat > /autograder/results/results.json <<'RESULTS'
@@ -170,11 +164,13 @@ RESULTS
 fi
 '''
 
+# %% ../../nbs/95_autograder.ipynb #write-script
 def _write_script(path: Path, text: str) -> Path:
     path.write_text(text, encoding='utf-8')
     path.chmod(0o755)
     return path
 
+# %% ../../nbs/95_autograder.ipynb #zip-folder
 def _zip_folder(folder: Path, dest: Path) -> Path:
     "Zip the files of `folder` (not the folder itself: Gradescope wants setup.sh at the root), modes kept."
     with zipfile.ZipFile(dest, 'w', zipfile.ZIP_DEFLATED) as z:
@@ -184,6 +180,7 @@ def _zip_folder(folder: Path, dest: Path) -> Path:
             z.writestr(info, path.read_bytes())
     return dest
 
+# %% ../../nbs/95_autograder.ipynb #gradescope
 def write_gradescope(module, nbs_dir, folder: Path, options: GraderOptions) -> Path:
     "The unzipped autograder in the new `folder`: setup.sh, run_autograder, grader/ (with requirements and package)."
     grader = write_grader_files(module, nbs_dir, folder, options)
@@ -194,7 +191,7 @@ def write_gradescope(module, nbs_dir, folder: Path, options: GraderOptions) -> P
     _write_script(folder / 'run_autograder', _RUN_AUTOGRADER)
     return folder
 
-# %% ../../nbs/95_autograder.ipynb #prairielearn
+# %% ../../nbs/95_autograder.ipynb #question-html
 _QUESTION_HTML = '''<pl-question-panel>
   <p>Upload your completed <code>{notebook}</code>. It is graded when you submit it, with the same tests as
   your notebook's, and hidden tests besides.</p>
@@ -205,8 +202,10 @@ _QUESTION_HTML = '''<pl-question-panel>
 </pl-submission-panel>
 '''
 
+# %% ../../nbs/95_autograder.ipynb #prairielearn-image
 PRAIRIELEARN_IMAGE = 'python:3.12-slim-bookworm'   # Docker's official Python image on Debian 12: apt, bubblewrap
 
+# %% ../../nbs/95_autograder.ipynb #dockerfile
 _DOCKERFILE = f'''FROM {PRAIRIELEARN_IMAGE}
 RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap util-linux && rm -rf /var/lib/apt/lists/*
 COPY requirements.txt /tmp/grader/requirements.txt
@@ -216,11 +215,12 @@ RUN python3 -m venv {Path(GRADER_PYTHON).parents[1]} \\
  && {Path(GRADER_PYTHON).parent}/pip install --no-cache-dir --no-deps /tmp/grader/package && rm -rf /tmp/grader
 '''
 
+# %% ../../nbs/95_autograder.ipynb #run-grader
 _RUN_GRADER = f'''#!/usr/bin/env bash
 # PrairieLearn runs this in the grading container for every submission.
 mkdir -p /grade/results
 python="${{TINYTORCH_GRADER_PYTHON:-{GRADER_PYTHON}}}"
-"$python" -m tinytorch.course.autograder prairielearn
+"$python" -m tinytorch.course.autograder_run prairielearn
 if [ ! -s /grade/results/results.json ]; then
   cat > /grade/results/results.json <<'RESULTS'
 {json.dumps({"gradable": False, "format_errors": ["The grader stopped before it could grade this submission; tell your instructor."]})}
@@ -228,6 +228,7 @@ RESULTS
 fi
 '''
 
+# %% ../../nbs/95_autograder.ipynb #prairielearn
 def write_prairielearn(module, nbs_dir, folder: Path, options: GraderOptions, image: str) -> Path:
     "The question folder and the grader image's files in the new `folder`: questions/<notebook stem>/, image/."
     stem = find_notebook(module, nbs_dir).stem
@@ -270,231 +271,3 @@ def write_autograder(module, nbs_dir, to, options: GraderOptions, image: str = '
         else:
             write_prairielearn(module, nbs_dir, built, options, image).replace(dest)
     return dest
-
-# %% ../../nbs/95_autograder.ipynb #submission
-class SubmissionProblem(Exception):
-    "The submission can't be graded; the message tells the student why and what to hand in instead."
-
-def _submitted_files(folder: Path, most: int = 200) -> list:
-    found = []
-    for root, dirs, files in os.walk(folder):            # never follows a link to a folder
-        found += [Path(root) / f for f in files if not os.path.islink(Path(root) / f)]
-        if len(found) > most:
-            break
-    return sorted(found)
-
-def find_submission(folder, name: str) -> Path:
-    "The notebook `name` submitted in `folder` (or a subfolder); SubmissionProblem when there is none to grade."
-    folder = Path(folder)
-    files = _submitted_files(folder) if folder.is_dir() else []
-    exact = [p for p in files if p.name == name]
-    if not exact:
-        seen = ', '.join(str(p.relative_to(folder)) for p in files[:5]) + (' …' if len(files) > 5 else '')
-        raise SubmissionProblem(f"no file named {name} was submitted" + (f" (found: {seen})" if files else '')
-                                + f"; rename your notebook to {name} and submit it again")
-    if len(exact) > 1:
-        raise SubmissionProblem(f"{len(exact)} files named {name} were submitted "
-                                f"({', '.join(str(p.relative_to(folder)) for p in exact)}); submit only one")
-    path = exact[0]
-    if path.stat().st_size == 0:
-        raise SubmissionProblem(f"{name} is empty (0 bytes): save your notebook in Jupyter, then submit it again")
-    try:
-        nb = read_nb(path)
-    except (NotebookError, OSError, UnicodeDecodeError, ValueError):
-        raise SubmissionProblem(f"{name} is not a Jupyter notebook that can be read; submit the .ipynb file "
-                                "that Jupyter saved (File > Save Notebook), not a copy in another format") from None
-    if not nb.get('cells'):
-        raise SubmissionProblem(f"{name} has no cells: submit your completed notebook")
-    return path
-
-# %% ../../nbs/95_autograder.ipynb #verdicts
-_ANSI = re.compile(r'\x1b\[[0-9;]*m')
-_MESSAGE_CHARS = 2000
-
-def _error_line(error: dict, count) -> int | None:
-    "The line of the test cell (run as In[count]) where `error` was raised: its traceback's innermost frame there."
-    lines = [int(m[1]) for frame in error.get('traceback') or []
-             for m in re.finditer(rf'In\[{count}\], line (\d+)', _ANSI.sub('', str(frame)))]
-    return lines[-1] if lines and count is not None else None
-
-def _hidden_line_numbers(source: str) -> set:
-    return {line.number for line in marked_lines(source, ('hidden',)) if line.region}
-
-def graded_cell_errors(autograded: dict) -> dict:
-    "grade_id -> (`Type: message`, raised in a hidden test?) for each graded test cell that raised an error."
-    found = {}
-    for cell in autograded.get('cells', []):
-        g = (cell.get('metadata') or {}).get('nbgrader') or {}
-        if cell.get('cell_type') != 'code' or not g.get('grade') or g.get('solution'):
-            continue
-        error = next((o for o in cell.get('outputs', []) if o.get('output_type') == 'error'), None)
-        if error is not None:
-            line = _error_line(error, cell.get('execution_count'))
-            said = f"{error.get('ename', 'Error')}: {(str(error.get('evalue', '')).splitlines() or [''])[0]}"
-            found[g['grade_id']] = (said, line is None or line in _hidden_line_numbers(cell_source(cell)))
-    return found
-
-# %% ../../nbs/95_autograder.ipynb #reports
-@dataclass
-class PartReport:
-    "One graded part as the platform shows it."
-    grade_id: str
-    kind: str                 # 'test' (autograded) or 'answer' (written, graded by the instructor)
-    points: float             # the grades CSV's score for the part (0 where it has none yet)
-    max_points: float
-    status: str               # the grades CSV's status: graded, flagged, failed, needs manual grading
-    message: str              # for the student now: passed, or what the visible test said
-    hidden: str | None = None  # the grader's fixed words when a hidden test failed (shown as the instructor allows)
-
-_WITHHELD = "(message withheld: it would show part of the hidden tests or the solutions)"
-
-def _shown(text: str, secrets: set) -> str:
-    "`text` for a student: withheld if it shows a secret line, cut to a readable length."
-    if find_leaks(secrets, text):
-        return _WITHHELD
-    return text if len(text) <= _MESSAGE_CHARS else text[:_MESSAGE_CHARS - 1] + '…'
-
-_HIDDEN_NOTE = "a hidden test failed; what it said is shown to your instructor only"
-
-def _test_message(row: dict, verdict) -> tuple:
-    """(message, hidden note or None) of one autograded part from the grades CSV's row and the visible test's error
-    in the kernel (which never ran a hidden test). A hidden test's own message never reaches this far."""
-    if row.get('reason') == HIDDEN_FAILED:
-        return 'passed the visible tests; a hidden test failed', _HIDDEN_NOTE
-    if verdict is None:
-        passed = float(row['points'] or 0) == float(row['max_points'])
-        return ('passed' if passed else 'failed with no error message (output on stderr counts as a failure)'), None
-    said, in_hidden = verdict
-    return ('passed the visible tests; a hidden test failed', _HIDDEN_NOTE) if in_hidden else (f"failed: {said}", None)
-
-def part_reports(rows: list, autograded: dict | None, secrets: set) -> list:
-    "A `PartReport` per row of one student's grades CSV rows, messages from the `autograded` notebook."
-    verdicts = graded_cell_errors(autograded) if autograded else {}
-    reports = []
-    for row in rows:
-        status, reason, hidden = row['status'], row['reason'], None
-        points = float(row['score']) if row['score'] else 0.0
-        if row['kind'] == 'answer':
-            message = 'a written answer: your instructor grades it'
-        elif status == 'failed':
-            message = f"not graded: {reason}"
-        else:
-            message, hidden = _test_message(row, verdicts.get(row['part']))
-            if status == 'flagged':
-                message += f"; held for your instructor to review ({reason}), {points:g} points until then"
-        reports.append(PartReport(row['part'], row['kind'], points, float(row['max_points']), status,
-                                  _shown(message, secrets), None if hidden is None else _shown(hidden, secrets)))
-    return reports
-
-# %% ../../nbs/95_autograder.ipynb #results
-def _totals(reports: list) -> tuple:
-    tests = [r for r in reports if r.kind == 'test']
-    return sum(r.points for r in tests), sum(r.max_points for r in tests)
-
-def _summary(reports: list) -> str:
-    got, top = _totals(reports)
-    review = [r.grade_id for r in reports if r.status == 'flagged']
-    return (f"Autograded: {got:g} / {top:g} points." + (f" Held for your instructor to review: {', '.join(review)}."
-            if review else '') + " Written answers are graded by your instructor.")
-
-def gradescope_results(reports: list, hidden_tests: str) -> dict:
-    "Gradescope's results.json for one graded submission (its autograder specification's format)."
-    tests = []
-    for r in reports:
-        scored = r.kind == 'test'
-        tests.append({'name': r.grade_id, 'score': r.points if scored else 0.0, 'max_score': r.max_points if scored else 0.0,
-                      'output': r.message, 'visibility': 'visible'})
-        if r.hidden is not None:
-            tests.append({'name': f"{r.grade_id}: hidden tests", 'score': 0.0, 'max_score': 0.0,
-                          'output': r.hidden, 'visibility': hidden_tests})
-    return {'score': _totals(reports)[0], 'output': _summary(reports), 'tests': tests}
-
-def prairielearn_results(reports: list) -> dict:
-    "PrairieLearn's results.json for one graded submission (its external grading results format)."
-    got, top = _totals(reports)
-    tests = [{'name': r.grade_id, 'points': r.points if r.kind == 'test' else 0.0,
-              'max_points': r.max_points if r.kind == 'test' else 0.0, 'message': r.message} for r in reports]
-    return {'gradable': True, 'score': got / top if top else 0.0, 'message': _summary(reports), 'tests': tests}
-
-def not_graded(target: str, why: str) -> dict:
-    "The results.json of a submission that wasn't graded, saying `why`."
-    if target == 'prairielearn':
-        return {'gradable': False, 'format_errors': [why]}
-    return {'score': 0.0, 'output': f"Not graded: {why}", 'tests': []}
-
-# %% ../../nbs/95_autograder.ipynb #run
-def load_config(grader: Path) -> dict:
-    "The options `grader/config.json` was built with; RuntimeError when it isn't one."
-    try:
-        config = json.loads((grader / 'config.json').read_text(encoding='utf-8'))
-    except (OSError, ValueError) as e:
-        raise RuntimeError(f"{grader / 'config.json'}: can't be read ({type(e).__name__}: {e})") from None
-    if not isinstance(config, dict) or config.get('format') != CONFIG_FORMAT:
-        raise RuntimeError(f"{grader / 'config.json'}: not a grader configuration of format {CONFIG_FORMAT}")
-    return config
-
-def grade_submission(grader: Path, config: dict, notebook: Path, log=print) -> tuple:
-    """(grades CSV rows, the autograded notebook or None): `notebook` graded by `tinytorch grade` as a class of one.
-    On Gradescope (whose stdout only instructors see) the instructor's notes are logged too; never on PrairieLearn."""
-    from tinytorch.course.grade_table import read_grades_csv
-    from tinytorch.course.grading import grade
-    with tempfile.TemporaryDirectory(prefix='tinytorch-autograder-') as tmp:
-        folder = Path(tmp) / 'submissions' / 'student'
-        folder.mkdir(parents=True)
-        shutil.copyfile(notebook, folder / config['notebook'])
-        results, csv_path = grade(config['module'], folder.parent, grader / 'nbs', Path(tmp) / 'course',
-                                  cell_timeout=config['cell_timeout'], wall_seconds=config['wall_seconds'],
-                                  sandbox=config['sandbox'], log=log)
-        autograded = results[0].autograded
-        for note in results[0].instructor_notes if config.get('target') == 'gradescope' else ():
-            log(f"for the instructor only: {printable(note)}")
-        return read_grades_csv(csv_path), (read_nb(autograded) if autograded is not None else None)
-
-def write_results(path: Path, results: dict) -> Path:
-    "Write `results` as JSON to `path` (its folder made if missing), replacing the file in one step."
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(path) as f:
-        f.write(json.dumps(results, indent=1) + '\n')
-    return path
-
-# %% ../../nbs/95_autograder.ipynb #run-2
-def _graded_results(target: str, grader: Path, config: dict, log) -> dict:
-    secrets = secret_lines(read_nb(grader / 'nbs' / config['notebook']))
-    if target == 'prairielearn':                       # what its container prints may reach the student
-        log = (lambda say: lambda line: say(_shown(str(line), secrets)))(log)
-    notebook = find_submission(Path(PLATFORMS[target].submission), config['notebook'])
-    rows, autograded = grade_submission(grader, config, notebook, log)
-    reports = part_reports(rows, autograded, secrets)
-    if target == 'prairielearn':
-        return prairielearn_results(reports)
-    return gradescope_results(reports, config['hidden_tests'])
-
-def run(target: str, log=print) -> dict:
-    "Grade the submission in `target`'s layout and write its results file; returns the results written."
-    from tinytorch.course.sandbox import SandboxUnavailable
-    platform, start = PLATFORMS[target], time.perf_counter()
-    grader = Path(platform.source) / 'grader'
-    try:
-        results = _graded_results(target, grader, load_config(grader), log)
-    except SubmissionProblem as e:
-        results = not_graded(target, str(e))
-    except SandboxUnavailable as e:
-        log(f"tinytorch autograder: {e}")
-        results = not_graded(target, "the autograder could not start its sandbox, so it did not run your code; "
-                                     "tell your instructor")
-    except Exception:
-        log(traceback.format_exc())
-        results = not_graded(target, "the autograder failed on this submission (a fault of the grader, not "
-                                     "necessarily of your notebook); tell your instructor")
-    if target == 'gradescope':
-        results['execution_time'] = round(time.perf_counter() - start, 1)
-    write_results(Path(platform.results), results)
-    log(f"results: {platform.results} ({time.perf_counter() - start:.1f} s)")
-    return results
-
-# %% ../../nbs/95_autograder.ipynb #main
-if __name__ == '__main__':
-    if len(sys.argv) != 2 or sys.argv[1] not in PLATFORMS:
-        print(f"usage: python -m tinytorch.course.autograder {{{','.join(PLATFORMS)}}}", file=sys.stderr)
-        sys.exit(2)
-    run(sys.argv[1], log=lambda line: print(line, flush=True))

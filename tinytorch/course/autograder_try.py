@@ -18,7 +18,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .autograder import GRADER_PYTHON, SubmissionProblem, find_submission, load_config
+from .autograder import GRADER_PYTHON
+from .autograder_run import SubmissionProblem, find_submission, load_config
 from .errors import BadInput, MissingInput, NotReady
 
 # %% auto #0

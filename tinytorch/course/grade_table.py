@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import BadInput, MissingInput
 from .untrusted_text import csv_row, csv_value, printable
-from .vocabulary import atomic_write, read_csv_lines
+from .vocabulary import PartStatus, atomic_write, read_csv_lines
 
 # %% auto #0
 __all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'CSV_FIELDS', 'Part', 'StudentResult', 'part_status', 'settle_statuses',
@@ -31,6 +31,7 @@ class Part:
     recheck_points: float | None = None   # what the re-check gave it; None: it gave none
     hidden_failed: bool = False     # the visible tests passed, a hidden test (run only in the re-check) did not
 
+# %% ../../nbs/93d_grade_table.ipynb #student-result
 @dataclass
 class StudentResult:
     student: str
@@ -61,25 +62,27 @@ def _sentence(text: str, limit: int = 120) -> str:
     first = text.split('\n')[0].split('; ')[0].strip()
     return first if len(first) <= limit else first[:limit - 1].rsplit(' ', 1)[0] + ' …'
 
-# %% ../../nbs/93d_grade_table.ipynb #status-part
+# %% ../../nbs/93d_grade_table.ipynb #hidden-failed
 HIDDEN_FAILED = 'a hidden test failed'   # the only word a student gets from the hidden tests, besides points
 
+# %% ../../nbs/93d_grade_table.ipynb #status-part
 def part_status(result: StudentResult, part: Part) -> tuple:
     """(status, reason) of one part: failed, needs manual grading, flagged or graded. The reason is one short
     sentence (the whole story is in the grading log); it also says when the part was graded without a sandbox."""
     if result.failure:
-        status, reason = 'failed', _sentence(result.failure)
+        status, reason = PartStatus.FAILED, _sentence(result.failure)
     elif part.kind == 'answer':
-        status, reason = 'needs manual grading', 'written answer'
+        status, reason = PartStatus.NEEDS_MANUAL, 'written answer'
     elif result.flags:
         more = len(result.flags) - 1
-        status, reason = 'flagged', _sentence(result.flags[0]) + (f" (and {more} more in the grading log)" if more else '')
+        status, reason = PartStatus.FLAGGED, _sentence(result.flags[0]) + (f" (and {more} more in the grading log)" if more else '')
     else:
-        status, reason = 'graded', HIDDEN_FAILED if part.hidden_failed else ''
+        status, reason = PartStatus.GRADED, HIDDEN_FAILED if part.hidden_failed else ''
     if not result.sandboxed:
         reason = '; '.join(filter(None, [reason, UNSANDBOXED]))
     return status, reason
 
+# %% ../../nbs/93d_grade_table.ipynb #settle-statuses
 def settle_statuses(result: StudentResult) -> dict:
     """Decide every part's (status, reason) from what is known about `result` now, and keep it on `result.statuses`:
     the feedback page, the grades CSV and (through the CSV) shards and final grades all read this one decision."""
@@ -87,33 +90,37 @@ def settle_statuses(result: StudentResult) -> dict:
     return result.statuses
 
 # %% ../../nbs/93d_grade_table.ipynb #score
-def import_score(status: str, points: float | None, recheck: float | None) -> float | None:
+def import_score(status: PartStatus, points: float | None, recheck: float | None) -> float | None:
     """The points to import into a gradebook: nbgrader's for a `graded` part; for a `flagged` one the lower of
     nbgrader's and the re-check's (0 when the re-check gave none) until an instructor decides; None (nothing to
     import yet) for `needs manual grading` and `failed`."""
-    if status == 'graded':
+    if status == PartStatus.GRADED:
         return points
-    if status == 'flagged':
+    if status == PartStatus.FLAGGED:
         return min(points, 0.0 if recheck is None else recheck)
     return None
 
+# %% ../../nbs/93d_grade_table.ipynb #import-total
 def import_total(result: StudentResult) -> float:
     "The submission's points as its `score` column adds up (a part with nothing to import yet counts 0)."
     statuses = result.statuses or settle_statuses(result)
-    return sum(import_score(statuses[gid][0], None if statuses[gid][0] == 'needs manual grading' else p.nbgrader_points,
+    return sum(import_score(statuses[gid][0], None if statuses[gid][0] == PartStatus.NEEDS_MANUAL else p.nbgrader_points,
                             p.recheck_points) or 0.0 for gid, p in result.parts.items())
 
-# %% ../../nbs/93d_grade_table.ipynb #write-csv
+# %% ../../nbs/93d_grade_table.ipynb #points-text
 def _points_text(value: float | None) -> str:
     return '' if value is None else f"{value:g}"
 
+# %% ../../nbs/93d_grade_table.ipynb #csv-fields
 # New columns go last: readers of the earlier columns by position keep working.
 CSV_FIELDS = ['student', 'part', 'kind', 'points', 'max_points', 'recheck_points', 'status', 'reason',
               'assignment', 'score', 'timestamp', 'seconds_late', 'late_penalty']
 
+# %% ../../nbs/93d_grade_table.ipynb #time-text
 def _time_text(when: datetime | None) -> str:
     return '' if when is None else when.isoformat(sep=' ')
 
+# %% ../../nbs/93d_grade_table.ipynb #write-csv
 def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
     "One row per student and part, students in the order of `results`, parts in the notebook's order; written in one step."
     with atomic_write(path, newline='') as f:
@@ -123,7 +130,7 @@ def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
             statuses = r.statuses or settle_statuses(r)
             for gid, p in r.parts.items():
                 status, reason = statuses[gid]
-                points = None if status == 'needs manual grading' else p.nbgrader_points
+                points = None if status == PartStatus.NEEDS_MANUAL else p.nbgrader_points
                 w.writerow(csv_row({'student': r.student, 'part': gid, 'kind': p.kind, 'points': _points_text(points),
                             'max_points': _points_text(p.max_points), 'recheck_points': _points_text(p.recheck_points),
                             'status': status, 'reason': reason, 'assignment': assignment,
@@ -132,22 +139,25 @@ def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
                             'late_penalty': _points_text(r.late_penalty)}))
     return path
 
-# %% ../../nbs/93d_grade_table.ipynb #read-csv
+# %% ../../nbs/93d_grade_table.ipynb #before-score
 _BEFORE_SCORE = CSV_FIELDS[:CSV_FIELDS.index('score')]      # the columns of a CSV written before `score` existed
 _BEFORE_LATE = CSV_FIELDS[:CSV_FIELDS.index('timestamp')]   # ... before the late-work columns
 _RENAMED = {'second_channel_points': 'recheck_points'}       # a column's earlier name -> its name today
 
+# %% ../../nbs/93d_grade_table.ipynb #points-value
 def _points_value(text: str, where: str) -> float | None:
     try:
         return float(text) if text != '' else None
     except ValueError:
         raise BadInput(f"{where}: {text!r} is not a number of points") from None
 
+# %% ../../nbs/93d_grade_table.ipynb #with-score
 def _with_score(row: dict, where: str) -> dict:
     "A row of a CSV written before the `score` column, with the score the grader writes today."
     score = import_score(row['status'], _points_value(row['points'], where), _points_value(row['recheck_points'], where))
     return {**row, 'score': '' if score is None else f"{score:g}", 'timestamp': '', 'seconds_late': '', 'late_penalty': '0'}
 
+# %% ../../nbs/93d_grade_table.ipynb #read-csv
 def read_grades_csv(path) -> list:
     """The rows of one grades CSV as dicts with today's columns (a CSV from before the `score` column gets its scores
     filled in, one from before the late-work columns reads as on time, an earlier column name is read as today's);
@@ -171,6 +181,7 @@ def read_grades_csv(path) -> list:
         return [{**row, 'timestamp': '', 'seconds_late': '', 'late_penalty': '0'} for row in rows]
     return [_with_score(row, f"{path} row {number}") for number, row in enumerate(rows, start=1)]
 
+# %% ../../nbs/93d_grade_table.ipynb #grades-by-student
 def grades_by_student(path: Path) -> dict:
     "student -> {part: row} from the (checked) grades CSV that `tinytorch grade` wrote, parts in notebook order."
     table = {}
@@ -178,21 +189,23 @@ def grades_by_student(path: Path) -> dict:
         table.setdefault(row['student'], {})[row['part']] = row
     return table
 
-# %% ../../nbs/93d_grade_table.ipynb #log
+# %% ../../nbs/93d_grade_table.ipynb #logged
 def _logged(text) -> str:
     "`text` for the log: control characters escaped, each further line indented (it can't pass for a student's line)."
     return printable(text, keep_newlines=True).replace('\n', '\n    ')
 
+# %% ../../nbs/93d_grade_table.ipynb #log
 def write_grading_log(results: list, path: Path, assignment: str) -> Path:
     """Every failure and flag in full, per student (what the grades CSV's one-sentence reasons stand for), and the
     instructor's notes (a hidden test's message): this log is for the instructor only."""
     lines = [f"tinytorch grade: {assignment}, {len(results)} submission(s)", '']
     for r in results:
         if r.failure or r.flags or r.instructor_notes:
-            lines.append(f"{printable(r.student)}: {'failed' if r.failure else 'flagged' if r.flags else 'graded'}")
+            lines.append(f"{printable(r.student)}: {PartStatus.FAILED if r.failure else PartStatus.FLAGGED if r.flags else PartStatus.GRADED}")
             lines += [f"  - {_logged(text)}" for text in ([r.failure] if r.failure else r.flags)]
             lines += [f"  - for you only: {_logged(text)}" for text in r.instructor_notes]
     if len(lines) == 2:
         lines.append('every submission was graded cleanly')
-    path.write_text('\n'.join(lines) + '\n', encoding='utf-8')
+    with atomic_write(path) as f:
+        f.write('\n'.join(lines) + '\n')
     return path

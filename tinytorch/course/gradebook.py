@@ -14,7 +14,7 @@ from pathlib import Path
 from .assignments import run_nbgrader, write_course
 from .grade_table import Part, StudentResult, import_score, settle_statuses
 from .notebooks import cell_source, read_nb, strip_hidden_tests, write_nb
-from .vocabulary import open_gradebook
+from .vocabulary import CourseLayout, PartStatus, open_gradebook
 
 # %% auto #0
 __all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'read_copy_grades',
@@ -29,12 +29,12 @@ def create_gradebooks(source: Path, course_dir: Path, cell_timeout: int) -> Path
     template = course_dir / '.template'
     if template.exists():
         shutil.rmtree(template)
-    (template / 'source' / source.stem).mkdir(parents=True)
-    shutil.copy(course_dir / 'nbgrader_config.py', template)
+    CourseLayout(template).source(source.stem).mkdir(parents=True)
+    shutil.copy(CourseLayout(course_dir).config, template)
     visible = read_nb(source)
     for cell in visible['cells']:
         cell['source'] = strip_hidden_tests(cell_source(cell))
-    write_nb(visible, template / 'source' / source.stem / source.name)
+    write_nb(visible, CourseLayout(template).source_notebook(source.stem))
     with ThreadPoolExecutor(2) as pool:     # the master's gradebook keeps its students (a course graded before)
         runs = list(pool.map(lambda folder: run_nbgrader(folder, 'generate_assignment', source.stem, '--force'),
                              (course_dir, template)))
@@ -49,21 +49,23 @@ def create_gradebooks(source: Path, course_dir: Path, cell_timeout: int) -> Path
 def write_submission_course(template: Path, folder: Path, assignment: str, student: str, submission: dict,
                             name: str) -> Path:
     "A course copy in the existing `folder`: the template's config and gradebook, `submission` as `student`'s `name`."
-    shutil.copy(template / 'nbgrader_config.py', folder)
-    shutil.copy(template / 'gradebook.db', folder)
-    target = folder / 'submitted' / student / assignment / name
+    shutil.copy(CourseLayout(template).config, folder)
+    shutil.copy(CourseLayout(template).gradebook, folder)
+    target = CourseLayout(folder).submitted(student, assignment) / name
     target.parent.mkdir(parents=True)
     write_nb(submission, target)
     return target
 
+# %% ../../nbs/93c_gradebook.ipynb #autograde-command
 def autograde_command(folder: Path, assignment: str, student: str) -> list:
     "The `nbgrader autograde` command line for `student` in the course copy `folder`."
     return [sys.executable, '-m', 'nbgrader', 'autograde', assignment, '--student', student,
             f'--CourseDirectory.root={folder}']
 
+# %% ../../nbs/93c_gradebook.ipynb #autograded-path
 def autograded_path(folder: Path, assignment: str, student: str, name: str) -> Path:
     "Where nbgrader writes `student`'s autograded notebook `name` in the course `folder`."
-    return folder / 'autograded' / student / assignment / name
+    return CourseLayout(folder).autograded(student, assignment) / name
 
 # %% ../../nbs/93c_gradebook.ipynb #read-copy
 def read_copy_grades(db: Path, assignment: str, student: str) -> dict:
@@ -80,14 +82,15 @@ def read_copy_grades(db: Path, assignment: str, student: str) -> dict:
                          'kind': 'answer' if g.cell_type == 'markdown' else 'test'}
                 for nb in sub.notebooks for g in nb.grades}
 
-# %% ../../nbs/93c_gradebook.ipynb #merge
-def gradebook_auto_score(status: str, part: Part) -> float | None:
+# %% ../../nbs/93c_gradebook.ipynb #gradebook-auto-score
+def gradebook_auto_score(status: PartStatus, part: Part) -> float | None:
     """The autograded score the master gradebook holds for `part` of `status`: the grades CSV's `score` (the safer of
     nbgrader's and the re-check's) when it is flagged, nbgrader's otherwise."""
-    if status == 'flagged':
+    if status == PartStatus.FLAGGED:
         return import_score(status, part.nbgrader_points or 0.0, part.recheck_points)
     return part.nbgrader_points
 
+# %% ../../nbs/93c_gradebook.ipynb #merge
 def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResult, late=None):
     """Record `result` in the master gradebook (replacing an earlier submission of the same student), each autograded
     part at `gradebook_auto_score`: the formgrader's totals and `nbgrader export` never pay a flagged part more.
@@ -95,7 +98,7 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
     penalty."""
     from nbgrader.api import MissingEntry
     statuses = result.statuses or settle_statuses(result)
-    with open_gradebook(course_dir / 'gradebook.db') as gb:
+    with open_gradebook(CourseLayout(course_dir).gradebook) as gb:
         gb.update_or_create_student(result.student)
         try:
             gb.remove_submission(assignment, result.student)
@@ -147,7 +150,7 @@ class GradebookGuard:
 def read_gradebook(course: Path, assignment: str) -> dict:
     "student -> {part: {'auto', 'manual', 'extra', 'max', 'comment'}} from the master gradebook."
     scores = {}
-    with open_gradebook(course / 'gradebook.db') as gb:
+    with open_gradebook(CourseLayout(course).gradebook) as gb:
         for sub in gb.assignment_submissions(assignment):
             parts = scores.setdefault(sub.student_id, {})
             for nb in sub.notebooks:
@@ -161,19 +164,20 @@ def read_gradebook(course: Path, assignment: str) -> dict:
 def set_late_penalties(course: Path, assignment: str, penalties: dict):
     """Each submitted notebook's `late_submission_penalty` in the master gradebook, from student -> points: nbgrader's
     own views (its CSV export, `score` minus penalty) then say what the final grades say."""
-    with open_gradebook(course / 'gradebook.db') as gb:
+    with open_gradebook(CourseLayout(course).gradebook) as gb:
         for sub in gb.assignment_submissions(assignment):
             if sub.student_id in penalties:
                 for nb in sub.notebooks:
                     nb.late_submission_penalty = penalties[sub.student_id]
         gb.db.commit()
 
-# %% ../../nbs/93c_gradebook.ipynb #copy-subs
+# %% ../../nbs/93c_gradebook.ipynb #gradebook-students
 def gradebook_students(db: Path, assignment: str) -> list:
     "The students with a submission of `assignment` in the existing gradebook `db`, sorted."
     with open_gradebook(db) as gb:
         return sorted(s.student_id for s in gb.assignment_submissions(assignment))
 
+# %% ../../nbs/93c_gradebook.ipynb #copy-scores
 def _copy_scores(src_nb, dest_nb):
     "Every score, comment and flag of the submitted notebook `src_nb` onto `dest_nb`: the same notebook in another gradebook."
     dest_nb.flagged, dest_nb.late_submission_penalty = src_nb.flagged, src_nb.late_submission_penalty
@@ -186,6 +190,7 @@ def _copy_scores(src_nb, dest_nb):
     for c in src_nb.comments:
         comments[c.name].auto_comment, comments[c.name].manual_comment = c.auto_comment, c.manual_comment
 
+# %% ../../nbs/93c_gradebook.ipynb #copy-subs
 def copy_submissions(src: Path, dest: Path, assignment: str) -> list:
     """Every submission of `assignment` in gradebook `src` (its student, scores, comments and flags) added to the
     gradebook `dest`, which holds the same assignment and none of those students; returns their ids."""

@@ -7,163 +7,39 @@ from __future__ import annotations
 
 import os
 import queue
-import re
-import secrets
 import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
-from .assignments import graded_parts, secret_lines
-from .errors import BadInput, MissingInput
+from .assignments import secret_lines
+from .errors import MissingInput
 from .feedback import publish_feedback
-from .late import LateWork, describe_lateness, read_timestamp
-from tinytorch.course.limits import (
-    Limits, describe_limits, describe_usage, enforced, limit_hits, limit_kind, limit_reason,
-)
 from tinytorch.course.grade_table import (
-    HIDDEN_FAILED, UNSANDBOXED, Part, StudentResult, import_total, settle_statuses, write_grades_csv, write_grading_log,
+    HIDDEN_FAILED, UNSANDBOXED, StudentResult, import_total, settle_statuses, write_grades_csv, write_grading_log,
 )
 from tinytorch.course.gradebook import (
     GradebookGuard, autograde_command, autograded_path, create_gradebooks, merge_into_gradebook, read_copy_grades,
     write_submission_course,
 )
-from tinytorch.course.notebooks import (
-    NotebookError, cell_source, default_exp, find_notebook, is_exported, read_nb, reads_nb,
-)
-from tinytorch.course.provenance import (
-    Refused, clear_submissions, copied_reasons, link_reason, links_under, notebook_digest, read_cleared, read_no_follow,
-    read_receipts,
-)
-from tinytorch.course.recheck import (
-    RecheckFailed, RecheckResult, new_token, read_results, recheck_command, recheck_input, recheck_program,
-)
-from tinytorch.course.sandbox import (
-    Sandbox, claimed_uids, isolation_level, run_isolated, was_killed,
-)
+from .grading_inputs import empty_parts, exported_module, grading_package, repair_submission
+from .late import LateWork, describe_lateness, read_timestamp
+from .limits import Limits, describe_limits, enforced
+from .notebooks import NotebookError, find_notebook, read_nb, reads_nb
+from .provenance import clear_submissions, copied_reasons, notebook_digest, read_cleared, read_receipts
+from .recheck import RecheckFailed, recheck_program
+from .recheck_run import apply_recheck, flag_limit_hits, recheck_submission, stopped_by_limit
+from .sandbox import Sandbox, claimed_uids, isolation_level, run_isolated, was_killed
 from .shards import parse_shard, select_shard
+from .submissions import EXCHANGE_FILES, STUDENT_ID, Found, check_clear, find_submissions, snapshot_submissions, with_receipts
 from .untrusted_text import markdown_text, printable
+from .vocabulary import CourseLayout, PartStatus
 
 # %% auto #0
-__all__ = ['repair_submission', 'exported_source', 'recheck_submission', 'GradingSetup', 'empty_parts', 'grade_one',
-           'write_feedback', 'Found', 'find_submissions', 'set_up_grading', 'grade']
-
-# %% ../../nbs/93_grading.ipynb #check
-def _graded_ids(nb: dict) -> dict:
-    "grade_id -> list of cell indices, for cells carrying nbgrader metadata."
-    out = {}
-    for i, cell in enumerate(nb.get('cells', [])):
-        g = cell.get('metadata', {}).get('nbgrader')
-        if g and g.get('grade_id'):
-            out.setdefault(g['grade_id'], []).append(i)
-    return out
-
-def repair_submission(sub: dict, source: dict) -> tuple:
-    "(repaired notebook, flags): restore/dedupe/drop nbgrader metadata against `source`."
-    flags = []
-    expected = {c.get('id'): c['metadata']['nbgrader'] for c in source['cells']
-                if c.get('metadata', {}).get('nbgrader')}
-    by_grade_id = {g['grade_id']: cid for cid, g in expected.items()}
-    present = _graded_ids(sub)
-    if not present:
-        flags.append('all nbgrader metadata was stripped; restored from the source by cell id')
-    seen = set()
-    restored, dropped = [], []
-    for i, cell in enumerate(sub['cells']):
-        meta = cell.setdefault('metadata', {})
-        g = meta.get('nbgrader')
-        if g and g.get('grade_id'):
-            gid = g['grade_id']
-            if gid not in by_grade_id:
-                meta.pop('nbgrader'); dropped.append(gid); continue
-            if gid in seen:
-                meta.pop('nbgrader')
-                flags.append(f"cell {gid!r} appears more than once; only its first copy is graded")
-                continue
-            seen.add(gid)
-        elif cell.get('id') in expected and expected[cell['id']]['grade_id'] not in present:
-            meta['nbgrader'] = dict(expected[cell['id']])
-            restored.append(expected[cell['id']]['grade_id'])
-            seen.add(expected[cell['id']]['grade_id'])
-        tags = meta.get('tags') or []
-        if meta.get('nbgrader') and any('skip' in t for t in tags):
-            flags.append(f"graded cell {meta['nbgrader']['grade_id']!r} was tagged {tags}; it ran anyway")
-    if dropped:
-        flags.append(f"unknown grade_ids removed: {sorted(set(dropped))}")
-    if restored and present:
-        flags.append(f"missing nbgrader metadata restored for: {restored}")
-    missing = sorted(set(by_grade_id) - seen)
-    if missing:
-        flags.append(f"graded cells missing from the submission (nbgrader re-adds them): {missing}")
-    return sub, flags
-
-# %% ../../nbs/93_grading.ipynb #second
-def exported_source(nb: dict) -> str:
-    "The concatenated `#| export` cells of a notebook, directives removed: the module nbdev would write."
-    parts = []
-    for cell in nb['cells']:
-        if cell['cell_type'] == 'code' and is_exported(cell):
-            parts.append('\n'.join(l for l in cell_source(cell).splitlines() if not l.startswith('#|')))
-    return '# exported from a student submission by tinytorch grade\n\n' + '\n\n'.join(parts) + '\n'
-
-# %% ../../nbs/93_grading.ipynb #second-run-helpers
-def _syntax_error(source: str) -> str | None:
-    "Where `source` fails to compile, said by the grader (compiling runs none of it); None when it compiles."
-    try:
-        compile(source, 'student_export.py', 'exec')
-    except SyntaxError as e:
-        return f"{type(e).__name__} at line {e.lineno} of the exported cells"
-    except (ValueError, RecursionError, MemoryError) as e:
-        return f"{type(e).__name__} while compiling the exported cells"
-    return None
-
-def _with_canary(program: dict) -> tuple:
-    "(the program with one more graded cell built to fail, that cell's name): a run reporting it passed lies."
-    name = f"check-{new_token()[:12]}"
-    cell = {'name': name, 'graded': True, 'source': f"raise AssertionError({new_token()!r})"}
-    cells = list(program['cells'])
-    cells.insert(secrets.randbelow(len(cells) + 1), cell)
-    return {**program, 'cells': cells}, name
-
-def _failed(message: str, note: str | None = None) -> RecheckFailed:
-    "A RecheckFailed in the grader's words; `note` (what the run itself said) is for the instructor's log only."
-    error = RecheckFailed(message)
-    error.note = note
-    return error
-
-# %% ../../nbs/93_grading.ipynb #second-run
-def recheck_submission(submission: dict, program: dict, test_parts: list, workdir: Path, cell_timeout: int,
-                       wall_seconds: float, uid: int | None, sandbox: Sandbox | None,
-                       limits: Limits | None = None) -> RecheckResult:
-    """The re-check's verdicts on `test_parts`: `program`'s test cells (`recheck_program`, hidden tests included) run
-    against the student's export in a fresh process whose folder holds only that export, isolated."""
-    source = exported_source(submission)
-    syntax = _syntax_error(source)
-    if syntax:
-        return RecheckResult(syntax, {}, said_by_grader=True)
-    export, results, token = workdir / 'student_export.py', workdir / 'recheck.json', new_token()
-    export.write_text(source, encoding='utf-8')
-    program, canary = _with_canary(program)
-    run = run_isolated(recheck_command(export.name, results.name, cell_timeout), workdir, wall_seconds, uid,
-                       sandbox, stdin=recheck_input(token, program), limits=limits)
-    try:
-        verdicts = read_results(results, token, [*test_parts, canary])
-    except RecheckFailed as e:
-        why = _stopped_by_limit(run, limits) if limits else None
-        if why:
-            raise _failed(f"the re-check {why}") from None
-        if was_killed(run.returncode):
-            raise _failed(f"the re-check exceeded the {wall_seconds:.0f} s wall-clock limit and was killed") from None
-        tail = (run.stderr.strip().splitlines() or ['no error output'])[-1][:300]
-        raise _failed(str(e), f"the re-check's last words (exit {run.returncode}): {tail}") from None
-    errors = {k: v for k, v in verdicts.errors.items() if k != canary}
-    return replace(verdicts, errors=errors, hidden=verdicts.hidden - {canary},
-                   tampered=verdicts.import_error is None and verdicts.errors[canary] is None)
+__all__ = ['GradingSetup', 'grade_one', 'write_feedback', 'set_up_grading', 'grade']
 
 # %% ../../nbs/93_grading.ipynb #setup
 @dataclass
@@ -184,11 +60,6 @@ class GradingSetup:
     program: dict | None = None      # the re-check's tests, hidden ones included (`recheck_program` of `notebook`)
     cleared: dict = field(default_factory=dict)        # student -> SHA-256 of a held notebook you cleared (--clear)
 
-# %% ../../nbs/93_grading.ipynb #parts
-def empty_parts(source: dict) -> dict:
-    "grade_id -> `Part` at 0 points, for every graded part of `source` (`assignments.graded_parts`)."
-    return {gid: Part(gid, kind, points, needs_manual=kind == 'answer') for gid, kind, points in graded_parts(source)}
-
 # %% ../../nbs/93_grading.ipynb #checks
 def _unran_graded_cells(autograded: Path) -> list:
     nb = read_nb(autograded)
@@ -196,66 +67,13 @@ def _unran_graded_cells(autograded: Path) -> list:
             if c['cell_type'] == 'code' and (c['metadata'].get('nbgrader') or {}).get('grade')
             and c.get('execution_count') is None]
 
+# %% ../../nbs/93_grading.ipynb #read-submission
 def _read_submission(path: Path, shown: str | None = None) -> dict:
     "The submission as a notebook dict; RuntimeError naming it as `shown` (default: its file name) when it is not one."
     try:
         return read_nb(path)
     except (NotebookError, UnicodeDecodeError, OSError):
         raise RuntimeError(f"{shown or path.name} is not a readable notebook") from None
-
-# %% ../../nbs/93_grading.ipynb #checks-recheck
-def _apply_recheck(result: StudentResult, verdicts: RecheckResult):
-    """Record the re-check's points on each code part: a part whose visible tests passed in nbgrader and whose hidden
-    test failed in the re-check scores 0 (`hidden_failed`); any other disagreement with nbgrader is flagged. The
-    re-check's own texts go to the instructor's notes only."""
-    tests = [p for p in result.parts.values() if p.kind == 'test']
-    for part in tests:
-        part.recheck_points = part.max_points if verdicts.passed(part.grade_id) else 0.0
-    if verdicts.import_error:
-        said = f" ({verdicts.import_error})" if verdicts.said_by_grader else ''
-        result.flags.append(f"the student's exported code does not import outside the notebook{said}; the re-check "
-                            "scores it 0")
-        if not verdicts.said_by_grader:
-            result.instructor_notes.append(f"the re-check could not import the export: {verdicts.import_error}")
-        return
-    if verdicts.tampered:
-        result.flags.append("the re-check reported a check built to fail as passed: the submission's code tampers "
-                            "with the tests; its points are held at 0")
-        for part in tests:
-            part.recheck_points = 0.0
-        return
-    for part in tests:
-        if verdicts.failed_in_hidden(part.grade_id) and part.nbgrader_points == part.max_points:
-            part.hidden_failed, part.nbgrader_points = True, 0.0
-        if not verdicts.passed(part.grade_id):
-            result.instructor_notes.append(f"{part.grade_id}: the re-check said {verdicts.errors[part.grade_id]}")
-    disagree = [p.grade_id for p in tests if p.recheck_points != p.nbgrader_points]
-    if disagree:
-        result.flags.append(f"the re-check outside the student's kernel disagrees with nbgrader on {disagree}")
-
-# %% ../../nbs/93_grading.ipynb #limits-verdicts
-def _usage_note(run) -> str:
-    used = describe_usage(getattr(run, 'usage', None))
-    return f"; used: {used}" if used else ''
-
-def _stopped_by_limit(run, limits: Limits) -> str | None:
-    "Why a failed `run` stopped, when a limit of `limits` explains it (else None)."
-    usage = getattr(run, 'usage', None)
-    if usage is not None and usage.over_disk and limits.disk:
-        return limit_reason('disk', limits) + _usage_note(run)
-    kind = limit_kind(run.stderr or '')
-    if kind is None and limits.memory and usage is not None and (usage.peak_memory or 0) > 0.9 * limits.memory:
-        kind = 'memory'
-    return limit_reason(kind, limits) + _usage_note(run) if kind and getattr(limits, kind) else None
-
-def _flag_limit_hits(autograded: Path, limits: Limits, result: StudentResult, run):
-    "Flag the first cell of the graded notebook whose error each limit raised (the kernel lived on)."
-    hits = [(kind, cell) for kind, cell in limit_hits(read_nb(autograded)) if getattr(limits, kind)]
-    firsts = {kind: cell for kind, cell in reversed(hits)}
-    for kind, cell in firsts.items():
-        more = sum(k == kind for k, _ in hits) - 1
-        result.flags.append(limit_reason(kind, limits, cell) + (f" ({more} later cell(s) too)" if more else '')
-                            + _usage_note(run))
 
 # %% ../../nbs/93_grading.ipynb #autograde
 def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path, uid: int | None,
@@ -265,7 +83,7 @@ def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path
     run = run_isolated(autograde_command(folder, setup.assignment, student), folder, setup.wall_seconds, uid,
                        setup.sandbox, limits=setup.limits)
     autograded = autograded_path(folder, setup.assignment, student, setup.notebook.name)
-    why = _stopped_by_limit(run, setup.limits) if (run.returncode != 0 or not autograded.exists()) else None
+    why = stopped_by_limit(run, setup.limits) if (run.returncode != 0 or not autograded.exists()) else None
     if why:
         raise RuntimeError(why)
     if was_killed(run.returncode):
@@ -273,13 +91,13 @@ def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path
     if run.returncode != 0 or not autograded.exists():
         tail = [l for l in run.stderr.splitlines() if 'ERROR' in l][-2:] or run.stderr.strip().splitlines()[-1:]
         raise RuntimeError(f"nbgrader autograde failed (exit {run.returncode}): {' | '.join(tail)[:300]}")
-    grades = read_copy_grades(folder / 'gradebook.db', setup.assignment, student)
+    grades = read_copy_grades(CourseLayout(folder).gradebook, setup.assignment, student)
     if set(grades) != set(result.parts):
         result.flags.append(f"nbgrader graded {sorted(grades)} instead of {sorted(result.parts)}")
     for gid, g in grades.items():
         if gid in result.parts:
             result.parts[gid].nbgrader_points, result.parts[gid].needs_manual = g['points'] or 0.0, g['needs_manual']
-    _flag_limit_hits(autograded, setup.limits, result, run)
+    flag_limit_hits(autograded, setup.limits, result, run)
     unran = _unran_graded_cells(autograded)
     if unran:
         result.flags.append(f"graded cells that never ran: {unran}")
@@ -311,7 +129,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, u
             result.flags.append(str(e))
             result.instructor_notes += [e.note] if getattr(e, 'note', None) else []
         else:
-            _apply_recheck(result, verdicts)
+            apply_recheck(result, verdicts)
         return result
     except Exception as e:
         result.failure = str(e)
@@ -329,7 +147,7 @@ def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: s
     rows = ['| part | points | status |', '|---|---|---|']
     for gid, p in result.parts.items():
         status, _ = result.statuses[gid]
-        shown = '–' if status == 'needs manual grading' else f"{p.nbgrader_points:g}"
+        shown = '–' if status == PartStatus.NEEDS_MANUAL else f"{p.nbgrader_points:g}"
         rows.append(f"| `{gid}` | {shown} / {p.max_points:g} | {status}{f' ({HIDDEN_FAILED})' if p.hidden_failed else ''} |")
     header = (f"# Feedback: {markdown_text(assignment)}, {markdown_text(result.student)}\n\n**Autograded: {result.points:g} / "
               f"{sum(p.max_points for p in result.parts.values() if p.kind == 'test'):g} points.** "
@@ -337,86 +155,6 @@ def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: s
               + (f" Handed in {describe_lateness(result.seconds_late)}: {result.late_penalty:g} point(s) off for "
                  "lateness." if result.seconds_late else '') + "\n\n" + '\n'.join(rows))
     return publish_feedback(nb, header, dest, hidden)
-
-# %% ../../nbs/93_grading.ipynb #find
-# A student id is a folder name, an argument of nbgrader's command line and (on an exchange) a Unix user name.
-# nbgrader refuses '+' (its exchange's separator) and '*'; also refused: path separators, a leading '.' or '-'
-# (hidden files, '..', options), whitespace, quotes, shell and glob characters, ':' (passwd's separator), non-ASCII.
-_STUDENT_ID = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}\Z')      # \Z: no newline at the end either
-
-class Found(NamedTuple):
-    "One student folder of a submissions folder, as `find_submissions` read it."
-    student: str
-    path: Path | None              # the notebook to grade; None: nothing to grade (`problem` says why)
-    shown: str                     # how the instructor knows that notebook, e.g. alice/11_embeddings/11_embeddings.ipynb
-    folder: Path | None = None     # nbgrader's collected folder (timestamp.txt, submission_secret.txt); None: flat layout
-    problem: str | None = None     # why nothing is graded
-    notes: tuple = ()              # flags for a graded submission
-    received: datetime | None = None   # when nbgrader's exchange received it (`tinytorch collect`'s receipt)
-
-# %% ../../nbs/93_grading.ipynb #find-one
-def _notebooks(folder: Path) -> list:
-    return sorted(p.name for p in folder.glob('*.ipynb') if not p.name.startswith('.'))
-
-def _links_on_the_way(student_dir: Path) -> list:
-    "The student's folder, or anything directly in it (such as the assignment folder), as a link (`link_reason`)."
-    s = student_dir.name
-    if student_dir.is_symlink():
-        return [link_reason(student_dir, s)]
-    return [link_reason(p, f"{s}/{p.name}") for p in sorted(student_dir.iterdir()) if p.is_symlink()]
-
-def _not_graded_for(links: list) -> str:
-    return "not graded, a symbolic link is on its path: " + '; '.join(links)
-
-def _find_one(student_dir: Path, notebook_name: str, assignment: str) -> Found:
-    "What `student_dir` holds: `<assignment>/<notebook>` (nbgrader's collected layout) or `<notebook>`."
-    s, flat, nested = student_dir.name, student_dir / notebook_name, student_dir / assignment
-    linked = _links_on_the_way(student_dir)
-    if linked:
-        return Found(s, None, f"{s}/{notebook_name}", None, _not_graded_for(linked))
-    if flat.exists() and (nested / notebook_name).exists():
-        return Found(s, None, f"{s}/{notebook_name}", nested, f"two submissions, {s}/{notebook_name} and "
-                     f"{s}/{assignment}/{notebook_name}: keep one")
-    where, shown_dir = (nested, f"{s}/{assignment}") if nested.is_dir() else (student_dir, s)
-    chosen, folder = where / notebook_name, nested if nested.is_dir() else None
-    others = [n for n in _notebooks(where) if n != notebook_name]
-    shown = f"{shown_dir}/{notebook_name}"
-    linked = links_under(where, shown_dir)
-    if linked:
-        return Found(s, None, shown, folder, _not_graded_for(linked))
-    if chosen.is_symlink() or (chosen.exists() and not chosen.is_file()):
-        return Found(s, None, shown, folder, f"{shown} is not a regular file")
-    if not chosen.exists():
-        if others:
-            return Found(s, None, shown, folder, f"no {notebook_name} in {shown_dir}/, which holds "
-                         f"{', '.join(others)}: rename the one to grade")
-        return Found(s, None, shown, folder, f"no submission found (expected {s}/{assignment}/{notebook_name} "
-                     f"or {s}/{notebook_name})")
-    notes = (f"{shown_dir}/ also holds {', '.join(others)}; only {notebook_name} was graded",) if others else ()
-    return Found(s, chosen, shown, folder, None, notes)
-
-def find_submissions(submissions_dir, notebook_name: str, assignment: str | None = None) -> list:
-    "A `Found` for each student folder in `submissions_dir`, sorted by student."
-    assignment = assignment or Path(notebook_name).stem
-    folders = sorted(p for p in Path(submissions_dir).iterdir()
-                     if (p.is_dir() or p.is_symlink()) and not p.name.startswith('.'))
-    return [_find_one(p, notebook_name, assignment) for p in folders]
-
-# %% ../../nbs/93_grading.ipynb #find-module
-def _default_exp(nb: dict, name: str) -> str:
-    "The module notebook `nb` (named `name`) exports to; BadInput when it names none."
-    exp = default_exp(nb)
-    if not exp:
-        raise BadInput(f"{name} has no '#| default_exp' cell")
-    return exp
-
-# %% ../../nbs/93_grading.ipynb #find-package
-def _grading_package(module: str, dest: Path) -> Path:
-    "A copy of the tinytorch package whose graded `module` is a stub: student code can't import or read the solution."
-    import tinytorch
-    shutil.copytree(Path(tinytorch.__file__).parent, dest, ignore=shutil.ignore_patterns('__pycache__'))
-    (dest / Path(*module.split('.')).with_suffix('.py')).write_text('"The graded module: not available while grading."\n')
-    return dest
 
 # %% ../../nbs/93_grading.ipynb #prepare
 def set_up_grading(module, nbs_dir, course_dir, level: str, cell_timeout: int = 30, wall_seconds: float = 300,
@@ -430,13 +168,13 @@ def set_up_grading(module, nbs_dir, course_dir, level: str, cell_timeout: int = 
     # graders may enter their own folder (mode 700, their own uid) but not list the others.
     work_root = Path(tempfile.mkdtemp(prefix='tinytorch-grading-'))
     os.chmod(work_root, 0o711)
-    frozen = course_dir / 'source' / source.stem / source.name   # the copy this whole run grades against
+    frozen = CourseLayout(course_dir).source_notebook(source.stem)   # the copy this whole run grades against
     source_nb = read_nb(frozen)
-    module_name = _default_exp(source_nb, frozen.name)
+    module_name = exported_module(source_nb, frozen.name)
     box = None
     if level != 'none':
         hidden = {q for p in (nbs_dir, course_dir, source, *hide) for q in (os.path.abspath(p), os.path.realpath(p))}
-        box = Sandbox(tuple(sorted(hidden)), _grading_package(module_name, work_root / 'package' / 'tinytorch'))
+        box = Sandbox(tuple(sorted(hidden)), grading_package(module_name, work_root / 'package' / 'tinytorch'))
     return GradingSetup(source.stem, frozen, source_nb, module_name, level, template, work_root, cell_timeout,
                         wall_seconds, box, program=recheck_program(frozen))
 
@@ -445,19 +183,19 @@ def _publish(setup: GradingSetup, course_dir: Path, result: StudentResult, hidde
     """Copy the autograded notebook into the master course, write feedback free of `hidden` lines (with the collected
     submission's timestamp.txt and submission_secret.txt, as `nbgrader release_feedback` needs), drop the work folder."""
     if result.autograded is not None and result.autograded.exists():
-        dest = course_dir / 'autograded' / result.student / setup.assignment / result.autograded.name
+        dest = CourseLayout(course_dir).autograded(result.student, setup.assignment) / result.autograded.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(result.autograded, dest)
         os.chmod(dest, 0o644)
         result.autograded = dest
-        page = write_feedback(result, setup.assignment, course_dir / 'feedback' / result.student /
-                              setup.assignment / f"{setup.notebook.stem}.html", hidden)
+        page = write_feedback(result, setup.assignment, CourseLayout(course_dir).feedback(result.student, setup.assignment)
+                              / f"{setup.notebook.stem}.html", hidden)
         if page is None:
             result.flags.append('feedback withheld: it contained hidden-test lines')
             settle_statuses(result)                    # the new flag changes the parts' status
         else:
             result.feedback = page
-            for name in _EXCHANGE_FILES if found is not None and found.folder is not None else ():
+            for name in EXCHANGE_FILES if found is not None and found.folder is not None else ():
                 if (found.folder / name).is_file():
                     shutil.copy(found.folder / name, page.parent / name)
     else:
@@ -465,37 +203,6 @@ def _publish(setup: GradingSetup, course_dir: Path, result: StudentResult, hidde
     if result.workdir is not None:
         shutil.rmtree(result.workdir, ignore_errors=True)
         result.workdir = None
-
-# %% ../../nbs/93_grading.ipynb #collect-snapshot
-_EXCHANGE_FILES = ('timestamp.txt', 'submission_secret.txt')   # what nbgrader's release_feedback reads back
-
-def _snapshot_submissions(subs: list, folder: Path, root: Path | None = None) -> list:
-    """Copy every submission (with its exchange files) into a root-only folder first: a submission graded early
-    can't change a later one. Files are read without following a link anywhere below `root` (the submissions
-    folder; default: each notebook's folder). Returns `subs` with each path (and collected folder) pointing at
-    its copy, or refused when its notebook became a link or something else after it was found."""
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(mode=0o700)
-    out = []
-    for found in subs:
-        if found.path is None:
-            out.append(found)
-            continue
-        dest, base = folder / f"{len(out):04d}", Path(root) if root is not None else found.path.parent
-        dest.mkdir()
-        try:
-            (dest / found.path.name).write_bytes(read_no_follow(base, found.path.relative_to(base), found.shown))
-        except Refused as e:
-            out.append(found._replace(path=None, problem=f"not graded: {e}"))
-            continue
-        for name in _EXCHANGE_FILES if found.folder is not None else ():
-            try:
-                (dest / name).write_bytes(read_no_follow(base, (found.folder / name).relative_to(base), limit=4096))
-            except Refused:
-                pass                                 # missing, too large, or a link: never read
-        out.append(found._replace(path=dest / found.path.name, folder=dest if found.folder is not None else None))
-    return out
 
 # %% ../../nbs/93_grading.ipynb #grade-all
 def _isolation_text(level: str) -> str:
@@ -507,6 +214,7 @@ def _isolation_text(level: str) -> str:
                                            "by other users, see the guide)" if os.geteuid() == 0 else ''),
             'none': f"NONE: {UNSANDBOXED}; every row of the grades CSV says so"}[level]
 
+# %% ../../nbs/93_grading.ipynb #result-line
 def _result_line(r: StudentResult) -> str:
     "One student's line in the run's log; what the student chose (a folder name, a message) with its controls escaped."
     status = 'FAILED' if r.failure else ('FLAGGED' if r.flags else 'ok')
@@ -521,12 +229,14 @@ def _grade_all(setup: GradingSetup, subs: list, course_dir: Path, jobs: int, log
     with claimed_uids(jobs) if setup.level == 'sandbox+uid' else nullcontext([None] * jobs) as uids:
         return _grade_in_slots(setup, subs, course_dir, uids, log)
 
+# %% ../../nbs/93_grading.ipynb #refused
 def _refused(setup: GradingSetup, found: Found) -> StudentResult | None:
     "The failed result of a folder with nothing to grade (or not a student id); None when it can be graded."
-    why = (f"folder name {found.student!r} is not a valid student id" if not _STUDENT_ID.match(found.student)
+    why = (f"folder name {found.student!r} is not a valid student id" if not STUDENT_ID.match(found.student)
            else found.problem)
     return why and StudentResult(found.student, empty_parts(setup.source), failure=why, sandboxed=setup.sandbox is not None)
 
+# %% ../../nbs/93_grading.ipynb #held
 def _held(setup: GradingSetup, found: Found) -> StudentResult | None:
     """The result of a submission that looks copied from the instructor's notebook (`copied_reasons`) and that you
     haven't cleared: every part at 0, flagged with why; None when it is graded as usual."""
@@ -541,6 +251,7 @@ def _held(setup: GradingSetup, found: Found) -> StudentResult | None:
     flags.append(f"after looking at {found.shown}, `tinytorch grade ... --clear {found.student}` grades it as usual")
     return StudentResult(found.student, empty_parts(setup.source), flags=flags, sandboxed=setup.sandbox is not None)
 
+# %% ../../nbs/93_grading.ipynb #grade-in-slots
 def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: list, log) -> list:
     slots = queue.Queue()                                   # the user id each free slot grades as (None: no uid)
     for uid in uids:
@@ -558,7 +269,7 @@ def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: lis
 
     results = []
     hidden = secret_lines(setup.source, solutions=False)     # what feedback must never show
-    guard = GradebookGuard(course_dir / 'gradebook.db')
+    guard = GradebookGuard(CourseLayout(course_dir).gradebook)
     with ThreadPoolExecutor(max_workers=len(uids)) as pool:
         for found, r in zip(subs, pool.map(work, subs)):
             guard.check(r)
@@ -567,16 +278,17 @@ def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: lis
                 _record_lateness(setup.late, found, r)
             settle_statuses(r)
             _publish(setup, course_dir, r, hidden, found)
-            if _STUDENT_ID.match(r.student):
+            if STUDENT_ID.match(r.student):
                 merge_into_gradebook(course_dir, setup.assignment, r, setup.late)
             guard.accept()
             log(_result_line(r))
             results.append(r)
     return results
 
-# %% ../../nbs/93_grading.ipynb #late-record
+# %% ../../nbs/93_grading.ipynb #stamp-tolerance
 _STAMP_TOLERANCE = 120    # seconds timestamp.txt may come before the receipt: nbgrader writes it, then copies the files
 
+# %% ../../nbs/93_grading.ipynb #late-record
 def _record_lateness(late: LateWork, found: Found, result: StudentResult):
     """The submission's time (the exchange's receipt when there is one, else timestamp.txt), seconds late and late
     penalty on `result`; a time that is needed and can't be had, or a timestamp.txt before the receipt, is flagged."""
@@ -597,29 +309,7 @@ def _record_lateness(late: LateWork, found: Found, result: StudentResult):
     settle_statuses(result)
     result.late_penalty = late.policy.penalty(import_total(result), result.seconds_late)
 
-# %% ../../nbs/93_grading.ipynb #batch-provenance
-def _with_receipts(subs: list, receipts: dict | None, late: LateWork, log) -> list:
-    """Each collected submission with its receipt (`tinytorch collect`'s `receipts_<assignment>.json`, None: none):
-    refused when collect refused it, flagged when it has none and a due date needs its time."""
-    collected = [f for f in subs if f.folder is not None]
-    if collected and receipts is None:
-        log("no receipts from `tinytorch collect` next to the submissions: links in the exchange were not checked, "
-            "and each submission's time is its timestamp.txt, which the student wrote")
-    out = []
-    for f in subs:
-        receipt = (receipts or {}).get(f.student)
-        if f.folder is None:
-            out.append(f)
-        elif receipt is not None and receipt.problems:
-            out.append(f._replace(path=None, problem="not collected from the exchange: " + '; '.join(receipt.problems)))
-        elif receipt is not None:
-            out.append(f._replace(received=receipt.received))
-        else:
-            note = (f"{f.shown} has no receipt from the exchange (not collected by `tinytorch collect`): its time is "
-                    "timestamp.txt, which the student wrote")
-            out.append(f._replace(notes=f.notes + (note,)) if late.due is not None else f)
-    return out
-
+# %% ../../nbs/93_grading.ipynb #batch-clear
 def _clear(setup: GradingSetup, subs: list, clear, course_dir: Path, log):
     "Record `clear`'s students' notebooks (as handed in now) as cleared, and keep the course's clearances on `setup`."
     digests = {f.student: notebook_digest(f.path.read_bytes()) for f in subs if f.student in clear and f.path}
@@ -628,59 +318,23 @@ def _clear(setup: GradingSetup, subs: list, clear, course_dir: Path, log):
         log(f"cleared by you, graded as usual: {', '.join(sorted(digests))} (kept in {path.name})")
     setup.cleared = read_cleared(course_dir, setup.assignment)
 
-def _check_clear(clear, found: list, submissions_dir: Path):
-    "BadInput, before anything is written, when `--clear` names a student with no notebook in the submissions."
-    unknown = sorted(set(clear) - {f.student for f in found if f.path is not None})
-    if unknown:
-        raise BadInput(f"--clear {', '.join(unknown)}: no notebook of {'that student' if len(unknown) == 1 else 'those students'} "
-                       f"in {submissions_dir} to clear")
-
-# %% ../../nbs/93_grading.ipynb #batch
-def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1, cell_timeout: int = 30,
-          wall_seconds: float = 300, sandbox: bool = True, log=print, shard=None, limits: Limits | None = None,
-          late: LateWork | None = None, clear=()) -> tuple:
-    """Grade every submission (with `shard='K/N'`, only shard K of N's); returns (results, path of the grades
-    CSV). Raises `SandboxUnavailable`, before anything is written, when no sandbox can be had and `sandbox` is True.
-    `limits` (default `Limits()`) caps what each submission may use; a limit that can't hold here is logged in one line.
-    `late` (default: no due date) is the due date, extensions and late policy, kept as COURSE/late_work.json.
-    `clear` names students whose held submission (`_held`) you looked at: their notebook as it is now is graded."""
-    shard = parse_shard(shard) if shard is not None else None     # a bad value fails before any work
+# %% ../../nbs/93_grading.ipynb #batch-folder
+def _submissions_folder(submissions_dir) -> Path:
+    "`submissions_dir` as a Path; MissingInput, saying what it should hold, when it is not a folder."
     submissions_dir = Path(submissions_dir)
     if not submissions_dir.is_dir():
         raise MissingInput(f"{submissions_dir}: no such folder (expected SUBMISSIONS/<student>/<notebook>.ipynb or "
                            "nbgrader's collected SUBMISSIONS/<student>/<assignment>/<notebook>.ipynb)")
-    if clear:
-        _check_clear(clear, find_submissions(submissions_dir, find_notebook(module, nbs_dir).name), submissions_dir)
-    course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
-    level = isolation_level(sandbox)
-    held, cannot = enforced(Limits() if limits is None else limits, level)
-    setup = set_up_grading(module, nbs_dir, course_dir, level, cell_timeout, wall_seconds, hide=(submissions_dir,))
-    setup.limits, setup.late = held, late or LateWork()
-    try:
-        found = find_submissions(submissions_dir, setup.notebook.name)
-        if not found:
-            raise MissingInput(f"no student folders in {submissions_dir}")
-        mine = select_shard(found, shard) if shard else found
-        if shard:
-            log(f"shard {shard[0]}/{shard[1]}: {len(mine)} of the {len(found)} submission(s) in {submissions_dir}"
-                + ('' if mine else '; nothing to grade here, the grades CSV holds its header only'))
-        mine = _with_receipts(mine, read_receipts(submissions_dir.parent, setup.assignment), setup.late, log)
-        subs = _snapshot_submissions(mine, course_dir / '.snapshot', submissions_dir)
-        _clear(setup, subs, clear, course_dir, log)
-        log(f"grading {len(subs)} submission(s) of {setup.assignment} with {jobs} job(s); isolation: "
-            + _isolation_text(level))
-        log(f"limits per submission: {describe_limits(held)}")
-        for line in cannot:
-            log(line)
-        _log_late_work(setup.late, found, log)
-        setup.late.save(course_dir)
-        results = _grade_all(setup, subs, course_dir, jobs, log)
-    finally:                                   # also when grading stops early
-        shutil.rmtree(setup.work_root, ignore_errors=True)
-    csv_path = write_grades_csv(results, course_dir / f'grades_{setup.assignment}.csv', setup.assignment)
-    log_path = write_grading_log(results, course_dir / f'grades_{setup.assignment}.log', setup.assignment)
-    log(f"grades: {csv_path} (import the score column; every flag in full: {log_path.name})")
-    return results, csv_path
+    return submissions_dir
+
+# %% ../../nbs/93_grading.ipynb #batch-shard
+def _this_shard(found: list, shard: tuple | None, submissions_dir: Path, log) -> list:
+    "The submissions of `found` that shard (K, N) grades, said in the log; all of them when `shard` is None."
+    mine = select_shard(found, shard) if shard else found
+    if shard:
+        log(f"shard {shard[0]}/{shard[1]}: {len(mine)} of the {len(found)} submission(s) in {submissions_dir}"
+            + ('' if mine else '; nothing to grade here, the grades CSV holds its header only'))
+    return mine
 
 # %% ../../nbs/93_grading.ipynb #batch-late-log
 def _log_late_work(late: LateWork, found: list, log):
@@ -693,3 +347,54 @@ def _log_late_work(late: LateWork, found: list, log):
     strangers = sorted(set(late.extensions) - {f.student for f in found})
     if strangers:
         log(f"extensions for students with no folder in the submissions: {', '.join(map(printable, strangers))}")
+
+# %% ../../nbs/93_grading.ipynb #batch-log
+def _log_run(setup: GradingSetup, subs: list, jobs: int, cannot: list, found: list, log):
+    "What the run is about to do, in the log: how many, how isolated, the limits (and those that can't hold), the due date."
+    log(f"grading {len(subs)} submission(s) of {setup.assignment} with {jobs} job(s); isolation: "
+        + _isolation_text(setup.level))
+    log(f"limits per submission: {describe_limits(setup.limits)}")
+    for line in cannot:
+        log(line)
+    _log_late_work(setup.late, found, log)
+
+# %% ../../nbs/93_grading.ipynb #batch-write
+def _write_grades(results: list, course_dir: Path, assignment: str, log) -> Path:
+    "The grades CSV and the grading log of `results` in `course_dir`, said in the log; returns the CSV's path."
+    csv_path = write_grades_csv(results, CourseLayout(course_dir).grades_csv(assignment), assignment)
+    log_path = write_grading_log(results, CourseLayout(course_dir).grading_log(assignment), assignment)
+    log(f"grades: {csv_path} (import the score column; every flag in full: {log_path.name})")
+    return csv_path
+
+# %% ../../nbs/93_grading.ipynb #batch
+def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1, cell_timeout: int = 30,
+          wall_seconds: float = 300, sandbox: bool = True, log=print, shard=None, limits: Limits | None = None,
+          late: LateWork | None = None, clear=()) -> tuple:
+    """Grade every submission (with `shard='K/N'`, only shard K of N's); returns (results, path of the grades
+    CSV). Raises `SandboxUnavailable`, before anything is written, when no sandbox can be had and `sandbox` is True.
+    `limits` (default `Limits()`) caps what each submission may use; a limit that can't hold here is logged in one line.
+    `late` (default: no due date) is the due date, extensions and late policy, kept as COURSE/late_work.json.
+    `clear` names students whose held submission (`_held`) you looked at: their notebook as it is now is graded."""
+    shard = parse_shard(shard) if shard is not None else None     # a bad value fails before any work
+    submissions_dir = _submissions_folder(submissions_dir)
+    if clear:
+        check_clear(clear, find_submissions(submissions_dir, find_notebook(module, nbs_dir).name), submissions_dir)
+    course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
+    level = isolation_level(sandbox)
+    held, cannot = enforced(Limits() if limits is None else limits, level)
+    setup = set_up_grading(module, nbs_dir, course_dir, level, cell_timeout, wall_seconds, hide=(submissions_dir,))
+    setup.limits, setup.late = held, late or LateWork()
+    try:
+        found = find_submissions(submissions_dir, setup.notebook.name)
+        if not found:
+            raise MissingInput(f"no student folders in {submissions_dir}")
+        mine = _this_shard(found, shard, submissions_dir, log)
+        mine = with_receipts(mine, read_receipts(submissions_dir.parent, setup.assignment), setup.late, log)
+        subs = snapshot_submissions(mine, course_dir / '.snapshot', submissions_dir)
+        _clear(setup, subs, clear, course_dir, log)
+        _log_run(setup, subs, jobs, cannot, found, log)
+        setup.late.save(course_dir)
+        results = _grade_all(setup, subs, course_dir, jobs, log)
+    finally:                                   # also when grading stops early
+        shutil.rmtree(setup.work_root, ignore_errors=True)
+    return results, _write_grades(results, course_dir, setup.assignment, log)

@@ -150,7 +150,8 @@ def notebook_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 def cleared_path(course_dir, assignment: str) -> Path:
-    return Path(course_dir) / f'cleared_{assignment}.csv'
+    from tinytorch.course.vocabulary import CourseLayout
+    return CourseLayout(course_dir).cleared(assignment)
 
 def _cleared_rows(path: Path) -> dict:
     if not path.is_file():
@@ -214,7 +215,8 @@ class Receipt(NamedTuple):
     problems: tuple = ()        # why it was not collected (links, other owners)
 
 def receipts_path(course_root, assignment: str) -> Path:
-    return Path(course_root) / f'receipts_{assignment}.json'
+    from tinytorch.course.vocabulary import CourseLayout
+    return CourseLayout(course_root).receipts(assignment)
 
 def read_receipts(course_root, assignment: str) -> dict | None:
     "student -> `Receipt` from the course's receipts file; None when there is none."

@@ -46,13 +46,14 @@ def load_export(module_name: str, path) -> object:
     setattr(sys.modules[parent], child, module)
     return module
 
-# %% ../../nbs/93a_recheck.ipynb #run
+# %% ../../nbs/93a_recheck.ipynb #verdict
 def _verdict(error: BaseException) -> str:
     "`Type: first line of its message` of what made a cell fail: the cell's own error, not the runner's wrapper."
     if isinstance(error, NotebookTestError) and error.__cause__ is not None:
         error = error.__cause__
     return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"[:500]
 
+# %% ../../nbs/93a_recheck.ipynb #cell-alarm
 @contextlib.contextmanager
 def _cell_alarm(seconds: int):
     "Raise TimeoutError in the cell still running after `seconds` (only in the main thread, where signals go)."
@@ -69,6 +70,7 @@ def _cell_alarm(seconds: int):
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
 
+# %% ../../nbs/93a_recheck.ipynb #run
 def recheck_program(notebook) -> dict:
     "`{'module', 'cells': [{'name', 'graded', 'source'}]}`: `notebook`'s graded cells and the cells they need."
     run = NotebookRun(notebook)
@@ -78,15 +80,17 @@ def recheck_program(notebook) -> dict:
     return {'module': run.module_name, 'cells': [{'name': c.name, 'graded': c.points is not None, 'source': c.source}
                                                  for c in cells_needed(run.runnable_cells, graded)]}
 
-# %% ../../nbs/93a_recheck.ipynb #run-program
+# %% ../../nbs/93a_recheck.ipynb #hidden-lines
 def _hidden_lines(source: str) -> set:
     "Line numbers (from 1) inside the hidden-test blocks of `source`."
     return {line.number for line in marked_lines(source, ('hidden',)) if line.region}
 
+# %% ../../nbs/93a_recheck.ipynb #plain-python
 def _plain_python(source: str) -> str:
     "`source` with its IPython magic and shell lines blanked (not removed: line numbers stay the cell's)."
     return '\n'.join('' if l.lstrip().startswith(('%', '!')) else l for l in source.splitlines())
 
+# %% ../../nbs/93a_recheck.ipynb #raised-on
 def _raised_on(error: BaseException, filename: str) -> int | None:
     "The innermost line of code compiled as `filename` in `error`'s traceback."
     line, tb = None, error.__traceback__
@@ -96,6 +100,7 @@ def _raised_on(error: BaseException, filename: str) -> int | None:
         tb = tb.tb_next
     return line
 
+# %% ../../nbs/93a_recheck.ipynb #run-program
 def run_program(program: dict, export, cell_timeout: int) -> dict:
     """`{'import_error', 'parts': {name: None (passed) or its error's first line}, 'hidden': [names]}`: the program's
     cells run against the student's `export`, at most `cell_timeout` seconds each (see `recheck_program`)."""
@@ -127,13 +132,16 @@ def run_program(program: dict, export, cell_timeout: int) -> dict:
 # %% ../../nbs/93a_recheck.ipynb #results
 RESULTS_FORMAT = 'tinytorch-recheck/2'
 
+# %% ../../nbs/93a_recheck.ipynb #recheck-failed
 class RecheckFailed(RuntimeError):
     "The re-check gave no result the grader can trust; the message (the grader's own words) says why in one line."
 
+# %% ../../nbs/93a_recheck.ipynb #new-token
 def new_token() -> str:
     "A fresh token for one re-check run: the grader passes it on stdin and expects it back in the results."
     return secrets.token_hex(16)
 
+# %% ../../nbs/93a_recheck.ipynb #write-results
 def write_results(path, token: str, outcome: dict) -> Path:
     "Write `run_program`'s `outcome` and `token` as JSON to `path`, which must not exist yet."
     path = Path(path)
@@ -163,6 +171,7 @@ class RecheckResult:
         "Did part `grade_id` fail on a line of a hidden test?"
         return self.import_error is None and grade_id in self.hidden
 
+# %% ../../nbs/93a_recheck.ipynb #load-json
 def _load_json(path: Path):
     if not path.is_file():
         raise RecheckFailed("the re-check wrote no results file")
@@ -171,6 +180,7 @@ def _load_json(path: Path):
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise RecheckFailed(f"the re-check's results file is not valid JSON ({type(e).__name__})") from None
 
+# %% ../../nbs/93a_recheck.ipynb #read-results
 def read_results(path, token: str, parts) -> RecheckResult:
     "The re-check's verdicts on the graded `parts` from its results file; RecheckFailed when they can't be trusted."
     data = _load_json(Path(path))
@@ -190,19 +200,22 @@ def read_results(path, token: str, parts) -> RecheckResult:
     cut = lambda text: text if text is None else text[:500]
     return RecheckResult(cut(import_error), {k: cut(v) for k, v in errors.items()}, frozenset(hidden))
 
-# %% ../../nbs/93a_recheck.ipynb #main
+# %% ../../nbs/93a_recheck.ipynb #token
 _TOKEN = re.compile(r'^[0-9a-f]{32}$')
 
+# %% ../../nbs/93a_recheck.ipynb #recheck-command
 def recheck_command(export, results, cell_timeout: int) -> list:
     "The command line of one re-check, run in a fresh Python; the grader passes the token and program on its stdin."
     safe_path = ['-P'] if sys.version_info >= (3, 11) else []     # older Pythons lack -P; the folder holds only our files
     return [sys.executable, *safe_path, '-m', 'tinytorch.course.recheck', '--export', str(export),
             '--results', str(results), '--cell-timeout', str(cell_timeout)]
 
+# %% ../../nbs/93a_recheck.ipynb #recheck-input
 def recheck_input(token: str, program: dict) -> str:
     "What the grader writes on the re-check's stdin: the token and the test program (`recheck_program`), as JSON."
     return json.dumps({'token': token, 'program': program})
 
+# %% ../../nbs/93a_recheck.ipynb #parser
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='python -m tinytorch.course.recheck',
                                 description="Run a lesson's graded test cells (read from stdin) against a student's exported code.")
@@ -211,6 +224,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument('--cell-timeout', type=int, default=30, help='seconds per graded cell')
     return p
 
+# %% ../../nbs/93a_recheck.ipynb #read-input
 def _read_input(text: str, parser) -> tuple:
     "(token, program) from the grader's stdin; a usage error when it isn't what `recheck_input` writes."
     try:
@@ -225,6 +239,7 @@ def _read_input(text: str, parser) -> tuple:
         parser.error("expected the grader's token (32 hex digits) and test program on stdin, as JSON")
     return token, program
 
+# %% ../../nbs/93a_recheck.ipynb #main
 def main(argv=None, stdin=None) -> int:
     "The re-check's command line: 0 when its results were written, 3 when the results file already existed."
     parser = _parser()

@@ -17,7 +17,7 @@ from .errors import BadInput
 from .grade_table import CSV_FIELDS, read_grades_csv
 from .untrusted_text import csv_row
 from .gradebook import copy_submissions, gradebook_students
-from .vocabulary import atomic_write
+from .vocabulary import CourseLayout, PartStatus, atomic_write
 
 # %% auto #0
 __all__ = ['parse_shard', 'shard_of', 'select_shard', 'merge_grade_csvs', 'merge_courses']
@@ -46,18 +46,20 @@ def shard_of(student: str, n: int) -> int:
     digest = hashlib.sha256(student.encode('utf-8', 'surrogateescape')).digest()
     return int.from_bytes(digest[:8], 'big') % n + 1
 
+# %% ../../nbs/93e_shards.ipynb #select-shard
 def select_shard(submissions: list, shard) -> list:
     "The `(student, path)` pairs of `submissions` that shard `K/N` grades, in their given order."
     k, n = parse_shard(shard)
     return [item for item in submissions if shard_of(item[0], n) == k]
 
-# %% ../../nbs/93e_shards.ipynb #merge
+# %% ../../nbs/93e_shards.ipynb #same
 def _same(seen: dict, key, value, where, message):
     "Remember `value` for `key`; BadInput(message(first, where_first, value, where)) when it changes."
     first, first_where = seen.setdefault(key, (value, where))
     if first != value:
         raise BadInput(message(first, first_where, value, where))
 
+# %% ../../nbs/93e_shards.ipynb #merge
 def _grouped(inputs: list) -> dict:
     "student -> (input, rows), refusing whatever can't come from one class's single run."
     students, seen = {}, {}
@@ -77,7 +79,7 @@ def _grouped(inputs: list) -> dict:
               f"{wa} was graded on parts {a} but {wb} on {b}: graded from different notebooks")
     return students
 
-# %% ../../nbs/93e_shards.ipynb #merge-write
+# %% ../../nbs/93e_shards.ipynb #write-rows
 def _write_rows(path: Path, rows: list):
     "The grades CSV of `rows` at `path`: written to a temporary file beside it, renamed into place at the end."
     try:
@@ -89,6 +91,7 @@ def _write_rows(path: Path, rows: list):
     except OSError as e:
         raise BadInput(f"{path}: can't write the merged grades ({type(e).__name__}: {e})") from None
 
+# %% ../../nbs/93e_shards.ipynb #merge-write
 def merge_grade_csvs(out, inputs, course=None) -> dict:
     """Merge the shards' grades CSVs `inputs` into `out`: the CSV one run over the whole class writes. With `course`,
     first also the shards' course folders (around the inputs) into that one course folder (`merge_courses`)."""
@@ -106,43 +109,43 @@ def merge_grade_csvs(out, inputs, course=None) -> dict:
     if course is not None:
         course = merge_courses(course, inputs, rows)
     _write_rows(out, rows)
-    attention = sorted({r['student'] for r in rows if r['status'] in ('failed', 'flagged')})
+    attention = sorted({r['student'] for r in rows if r['status'] in (PartStatus.FAILED, PartStatus.FLAGGED)})
     return {'path': out, 'students': len(students), 'shards': len(inputs), 'rows': len(rows),
             'empty_shards': sum(1 for p in inputs if p not in {path for path, _ in students.values()}),
             'attention': attention, 'course': course}
 
 # %% ../../nbs/93e_shards.ipynb #course-checks
-_COURSE_NEEDS = ('gradebook.db', 'nbgrader_config.py', 'source')
-
 def _shard_course(csv_path: Path) -> tuple:
     "(folder, assignment) of the course `tinytorch grade --shard` wrote around `csv_path`; BadInput when it isn't one."
     course = Path(csv_path).parent
-    for need in _COURSE_NEEDS:
-        if not (course / need).exists():
-            raise BadInput(f"{course}: no {need} (expected the course folder that `tinytorch grade --shard` wrote "
+    for need in (CourseLayout(course).gradebook, CourseLayout(course).config, course / 'source'):
+        if not need.exists():
+            raise BadInput(f"{course}: no {need.name} (expected the course folder that `tinytorch grade --shard` wrote "
                            f"around {Path(csv_path).name}, to merge into one course)")
     sources = sorted(p.name for p in (course / 'source').iterdir() if p.is_dir())
     if len(sources) != 1:
         raise BadInput(f"{course / 'source'}: expected one assignment folder, found {sources}")
     return course, sources[0]
 
-# %% ../../nbs/93e_shards.ipynb #course-checks-2
+# %% ../../nbs/93e_shards.ipynb #files
 def _files(folder: Path) -> dict:
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob('*')) if p.is_file()}
 
+# %% ../../nbs/93e_shards.ipynb #graded-in
 def _graded_in(csv_path: Path) -> set:
     "The students of a grades CSV who have a gradebook entry: all but those whose every part failed ungraded."
     failed = {}
     for row in read_grades_csv(csv_path):
-        failed[row['student']] = failed.get(row['student'], True) and row['status'] == 'failed'
+        failed[row['student']] = failed.get(row['student'], True) and row['status'] == PartStatus.FAILED
     return {s for s, all_failed in failed.items() if not all_failed}
 
+# %% ../../nbs/93e_shards.ipynb #course-checks-2
 def _check_courses(courses: list, assignment: str, csv_paths: list):
     """BadInput when the shard courses were graded from different notebooks, a gradebook doesn't hold its CSV's
     students, or a student is in two gradebooks."""
-    first = _files(courses[0] / 'source' / assignment)
+    first = _files(CourseLayout(courses[0]).source(assignment))
     for course in courses[1:]:
-        if _files(course / 'source' / assignment) != first:
+        if _files(CourseLayout(course).source(assignment)) != first:
             raise BadInput(f"{courses[0]} and {course} were graded from different source notebooks: "
                            "they can't be merged into one course")
     late = [(c / 'late_work.json').read_bytes() if (c / 'late_work.json').exists() else None for c in courses]
@@ -152,10 +155,10 @@ def _check_courses(courses: list, assignment: str, csv_paths: list):
                            "policies (late_work.json): grade every shard with the same --due, --late-policy and --extensions")
     owner = {}
     for course, csv_path in zip(courses, csv_paths):
-        held = gradebook_students(course / 'gradebook.db', assignment)
+        held = gradebook_students(CourseLayout(course).gradebook, assignment)
         missing = sorted(_graded_in(csv_path) - set(held))
         if missing:
-            raise BadInput(f"{course / 'gradebook.db'} lacks {', '.join(map(repr, missing))}, graded in "
+            raise BadInput(f"{CourseLayout(course).gradebook} lacks {', '.join(map(repr, missing))}, graded in "
                            f"{Path(csv_path).name}: not the gradebook of the run that wrote it")
         for student in held:
             if student in owner:
@@ -163,12 +166,12 @@ def _check_courses(courses: list, assignment: str, csv_paths: list):
                                "each student must be graded by exactly one shard")
             owner[student] = course
 
-# %% ../../nbs/93e_shards.ipynb #course
+# %% ../../nbs/93e_shards.ipynb #merged-log
 def _merged_log(courses: list, assignment: str, submissions: int) -> str:
     "The shards' grading logs as one run writes it: each flagged or failed student's entry, sorted by student."
     entries, student = {}, None
     for course in courses:
-        log = course / f'grades_{assignment}.log'
+        log = CourseLayout(course).grading_log(assignment)
         for line in (log.read_text(encoding='utf-8').splitlines()[2:] if log.exists() else []):
             if line.startswith('  - ') and student is not None:
                 entries[student].append(line)
@@ -178,6 +181,7 @@ def _merged_log(courses: list, assignment: str, submissions: int) -> str:
     body = [line for s in sorted(entries) for line in entries[s]] or ['every submission was graded cleanly']
     return '\n'.join([f"tinytorch grade: {assignment}, {submissions} submission(s)", '', *body]) + '\n'
 
+# %% ../../nbs/93e_shards.ipynb #course
 def merge_courses(dest, csv_paths: list, rows: list) -> Path:
     """The shards' course folders around `csv_paths` as one course folder `dest` (one gradebook for every student),
     with the merged grades `rows`; built beside `dest` and renamed into place, or nothing is written."""
@@ -193,20 +197,20 @@ def merge_courses(dest, csv_paths: list, rows: list) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f'.{dest.name}.', suffix='.partial', dir=dest.parent))
     try:
-        shutil.copy(courses[0] / 'nbgrader_config.py', tmp)
-        shutil.copy(courses[0] / 'gradebook.db', tmp)
+        shutil.copy(CourseLayout(courses[0]).config, tmp)
+        shutil.copy(CourseLayout(courses[0]).gradebook, tmp)
         shutil.copytree(courses[0] / 'source', tmp / 'source')
         if (courses[0] / 'late_work.json').exists():                  # the same in every shard (`_check_courses`)
             shutil.copy(courses[0] / 'late_work.json', tmp)
         for course in courses[1:]:
-            copy_submissions(course / 'gradebook.db', tmp / 'gradebook.db', assignment)
+            copy_submissions(CourseLayout(course).gradebook, CourseLayout(tmp).gradebook, assignment)
         for course in courses:
             for folder in ('autograded', 'feedback'):
                 for student in sorted(p for p in (course / folder).glob('*') if p.is_dir()):
                     shutil.copytree(student, tmp / folder / student.name)
-        _write_rows(tmp / f'grades_{assignment}.csv', rows)
+        _write_rows(CourseLayout(tmp).grades_csv(assignment), rows)
         log = _merged_log(courses, assignment, len({r['student'] for r in rows}))
-        (tmp / f'grades_{assignment}.log').write_text(log, encoding='utf-8')
+        CourseLayout(tmp).grading_log(assignment).write_text(log, encoding='utf-8')
         os.chmod(tmp, 0o755)
         if dest.exists():
             dest.rmdir()
