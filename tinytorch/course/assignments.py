@@ -28,6 +28,7 @@ __all__ = ['SKIP_TAG', 'NBGRADER_CONFIG', 'MarkerError', 'cell_role', 'nbgrader_
 class MarkerError(BadInput):
     "A notebook's grading markers are inconsistent."
 
+# %% ../../nbs/91_assignments.ipynb #balanced
 def _balanced(src: str, begin: str, end: str, where: str) -> bool:
     "True if `src` holds begin/end pairs (properly nested, none left open); raise otherwise."
     depth, seen = 0, False
@@ -125,6 +126,7 @@ def _apply(nb: dict, expected: list) -> list:
             changed.append(i)
     return changed
 
+# %% ../../nbs/91_assignments.ipynb #sync-metadata
 def sync_metadata(path, check: bool = False) -> list:
     "Make `path`'s nbgrader metadata match its markers; with `check`, only report. Returns changed cell ids."
     path = Path(path)
@@ -153,6 +155,7 @@ def graded_notebooks(nbs_dir) -> list:
 # %% ../../nbs/91_assignments.ipynb #course
 SKIP_TAG = 'tinytorch-never-skip-7f3c9e1b'
 
+# %% ../../nbs/91_assignments.ipynb #nbgrader-config
 NBGRADER_CONFIG = '''\
 c = get_config()
 c.CourseDirectory.course_id = "tinytorch"
@@ -196,6 +199,7 @@ def tool_env() -> dict:
     env.setdefault('MPLBACKEND', 'Agg')
     return env
 
+# %% ../../nbs/91_assignments.ipynb #run-nbgrader
 def run_nbgrader(course_dir, *args, timeout: float | None = None) -> subprocess.CompletedProcess:
     "Run `nbgrader ARGS` in `course_dir` (no check: callers read the result)."
     cmd = [sys.executable, '-m', 'nbgrader', *map(str, args), f'--CourseDirectory.root={Path(course_dir).resolve()}']

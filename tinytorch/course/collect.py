@@ -24,6 +24,7 @@ __all__ = ['CHECKED_COLLECT', 'CheckedCollect', 'collect']
 # %% ../../nbs/93p_collect.ipynb #checked
 CHECKED_COLLECT = 'tinytorch.course.collect.CheckedCollect'     # the value of c.ExchangeFactory.collect
 
+# %% ../../nbs/93p_collect.ipynb #checked-collect
 class CheckedCollect(ExchangeCollect):
     "nbgrader's collect, copying an inbound folder only when it holds no link, never through one, and keeping its receipt."
 

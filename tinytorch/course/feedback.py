@@ -48,12 +48,12 @@ def feedback_exporter(lexer: str = 'ipython3'):
         'clean_html': lambda text: text if type(text) is _HighlightedCode else clean_html(text),
         'strip_files_prefix': strip_files_prefix_and_clean})
 
+# %% ../../nbs/93h_feedback.ipynb #own-page
 @functools.lru_cache(maxsize=4)
 def own_page(lexer: str = 'ipython3') -> str:
     "The feedback template rendered on an empty notebook: every script in it is the page's own."
     import nbformat
     return feedback_exporter(lexer).from_notebook_node(nbformat.v4.new_notebook())[0]
-
 
 # %% ../../nbs/93h_feedback.ipynb #publish
 def render_feedback(nb: dict, header: str, dest: Path) -> Path:
@@ -68,6 +68,7 @@ def render_feedback(nb: dict, header: str, dest: Path) -> Path:
     dest.write_text(body, encoding='utf-8')
     return dest
 
+# %% ../../nbs/93h_feedback.ipynb #publish-feedback
 def publish_feedback(nb: dict, header: str, dest: Path, hidden: set) -> Path | None:
     "`render_feedback`, then the check: the page at `dest`, or None (and no page) when a `hidden` line shows in it."
     page = render_feedback(nb, header, dest)
