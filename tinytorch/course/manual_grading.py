@@ -25,7 +25,7 @@ from .errors import BadInput, NotReady
 from .final_grades import CourseNotGraded
 from .formgrade_guard import NONCE_VARIABLE
 from .sanitize import CONFINED_CSS
-from .vocabulary import CourseLayout
+from .vocabulary import CourseLayout, atomic_write
 
 # %% auto #0
 __all__ = ['FORMGRADE_TEMPLATE', 'FORMGRADE_CONFIG', 'with_formgrade_config', 'write_formgrade_template', 'formgrader_command',
@@ -223,8 +223,8 @@ def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.s
     if missing:
         raise NotReady(f"the formgrader needs {', '.join(missing)}: pip install 'tinytorch[course]'")
     port, token, nonce = _check_port(ip, port), secrets.token_hex(16), secrets.token_hex(16)
-    config = layout.config
-    config.write_text(with_formgrade_config(config.read_text()))
+    with atomic_write(layout.config) as config:                 # the formgrade block, replaced in one step
+        config.write(with_formgrade_config(layout.config.read_text()))
     log = course / 'formgrader.log'
     with tempfile.TemporaryDirectory(prefix='tinytorch-formgrade-') as templates, open(log, 'w') as sink:
         env = dict(os.environ, TINYTORCH_FORMGRADE_TEMPLATES=str(write_formgrade_template(Path(templates), nonce)),

@@ -12,6 +12,7 @@ from nbgrader.plugins.export import CsvExportPlugin
 
 from .lms import NBGRADER_HEADER
 from .untrusted_text import csv_row
+from .vocabulary import atomic_write
 
 # %% auto #0
 __all__ = ['QuotedCsvExportPlugin']
@@ -37,7 +38,7 @@ class QuotedCsvExportPlugin(CsvExportPlugin):
         dest = self.to or 'grades.csv'
         students, assignments = [str(s) for s in self.student], [str(a) for a in self.assignment]
         self.log.info("Exporting grades to %s", dest)
-        with open(dest, 'w', newline='', encoding='utf-8') as f:
+        with atomic_write(dest, newline='') as f:
             out = csv.writer(f, lineterminator='\n')
             out.writerow(NBGRADER_HEADER)
             for assignment in gradebook.assignments:
