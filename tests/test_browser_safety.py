@@ -265,7 +265,7 @@ def test_a_script_on_the_formgrader_origin_can_only_grade(course, browser, formg
 
 def test_nbgrader_export_pays_what_the_final_grades_say(regraded, tmp_path):
     "The gradebook holds the safe score: nbgrader's own export agrees with `final_grades`, flagged students included."
-    from tinytorch.course.manual_grading import final_grades
+    from tinytorch.course.final_grades import final_grades
     out = subprocess.run([sys.executable, "-m", "nbgrader", "export", f"--CsvExportPlugin.to={tmp_path / 'export.csv'}"],
                          cwd=regraded, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -337,7 +337,7 @@ def test_names_stay_text_in_every_csv_and_on_the_console(course, regraded, tmp_p
     """A folder name and roster fields that a spreadsheet would run are quoted in the grades CSV, the final grades and
     the Canvas, Moodle and nbgrader exports (Canvas still matches every student by its ID); an escape sequence in a
     folder name reaches the console escaped."""
-    from tinytorch.course.lms import read_canvas_import
+    from lms_importers import read_canvas_import
     console = (course.parent / "grade.out").read_text()
     assert "\x1b" not in console and "\\x1b[1A\\x1b[2K\\rmallory" in console, console[-2000:]
     files = {"grades": course / f"grades_{ASSIGNMENT}.csv", "final": course / f"final_grades_{ASSIGNMENT}.csv"}

@@ -168,7 +168,7 @@ BUGS = {   # command line, the course function a bug is planted in, the plain ex
     "grade-merge": (["grade-merge", "{tmp}/out.csv", "{tmp}/a.csv"], "tinytorch.course.shards.merge_grade_csvs",
                     ValueError("could not convert string to float: ''")),
     "formgrade": (["formgrade", "{tmp}"], "tinytorch.course.manual_grading.serve_formgrader", OSError("bad socket")),
-    "grades": (["grades", "11", "--course", "{tmp}"], "tinytorch.course.manual_grading.graded_assignment",
+    "grades": (["grades", "11", "--course", "{tmp}"], "tinytorch.course.final_grades.graded_assignment",
                TypeError("unsupported operand")),
     "docs": (["docs", "--out", "{tmp}/site"], "tinytorch.course.docs.build_docs", FileExistsError("_proc/docs")),
     "metadata": (["metadata"], "tinytorch.course.assignments.sync_metadata", KeyError("cells")),
@@ -231,7 +231,7 @@ def test_usage_errors_keep_their_builtin_bases():
     from tinytorch.demo import DemoInputError
     from tinytorch.course.assignments import MarkerError
     from tinytorch.course.sandbox import SandboxUnavailable
-    from tinytorch.course.manual_grading import CourseNotGraded
+    from tinytorch.course.final_grades import CourseNotGraded
     for cls, builtin in ((DemoInputError, ValueError), (MarkerError, ValueError),
                          (SandboxUnavailable, RuntimeError), (CourseNotGraded, FileNotFoundError)):
         assert issubclass(cls, UsageError) and issubclass(cls, builtin), cls

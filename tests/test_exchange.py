@@ -20,8 +20,9 @@ from requirements import require
 require("nbgrader")
 
 from course_scenarios import build  # noqa: E402
-from tinytorch.course.assignments import find_leaks, run_nbgrader, secret_lines, write_course  # noqa: E402
-from tinytorch.course.lms import read_canvas_import  # noqa: E402
+from tinytorch.course.assignments import run_nbgrader, write_course  # noqa: E402
+from tinytorch.course.leaks import find_leaks, secret_lines  # noqa: E402
+from lms_importers import read_canvas_import  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "nbs" / "11_embeddings.ipynb"

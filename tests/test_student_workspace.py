@@ -11,7 +11,8 @@ from requirements import require
 require("nbgrader")
 
 from course_scenarios import solve  # noqa: E402
-from tinytorch.course.assignments import graded_parts, secret_lines, workspace_leaks  # noqa: E402
+from tinytorch.course.assignments import graded_parts  # noqa: E402
+from tinytorch.course.leaks import secret_lines, workspace_leaks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "nbs" / "11_embeddings.ipynb"

@@ -90,8 +90,9 @@ def test_the_grades_csv_quotes_a_formula_folder_and_reads_it_back(tmp_path):
 
 
 def test_final_grades_and_exports_quote_formulas_and_canvas_still_matches(tmp_path):
-    from tinytorch.course.lms import Roster, Student, read_canvas_import, write_export
-    from tinytorch.course.manual_grading import write_final_grades
+    from lms_importers import read_canvas_import
+    from tinytorch.course.final_grades import write_final_grades
+    from tinytorch.course.lms import Roster, Student, write_export
     rows = [{'student': 'mallory', 'q1': '2', 'autograded_total': '0', 'manual_total': '2', 'total': '2', 'max_points': '4',
              'status': 'complete', 'details': '=1+2', 'timestamp': '', 'seconds_late': '', 'raw_total': '2',
              'late_penalty': '-0.5'}]

@@ -43,7 +43,8 @@ def cmd_demo(args) -> int:
 
 # %% ../nbs/92_cli.ipynb #cmd-release
 def cmd_release(args) -> int:
-    from tinytorch.course.assignments import build_workspace, release
+    from tinytorch.course.assignments import release
+    from tinytorch.course.workspace import build_workspace
     if args.workspace:
         path = build_workspace(args.module, _nbs_dir(args.nbs), _folder_to_write(args.workspace, '--workspace'),
                                cell_timeout=args.cell_timeout)
@@ -104,7 +105,8 @@ def cmd_formgrade(args) -> int:
 
 # %% ../nbs/92_cli.ipynb #course-cmds-2
 def cmd_grades(args) -> int:
-    from tinytorch.course.manual_grading import final_grades, graded_assignment, regenerate_feedback, write_final_grades
+    from tinytorch.course.feedback import regenerate_feedback
+    from tinytorch.course.final_grades import final_grades, graded_assignment, write_final_grades
     from tinytorch.course.gradebook import set_late_penalties
     from tinytorch.course.lms import read_roster, write_export
     from tinytorch.course.untrusted_text import printable        # names are printed with their controls escaped

@@ -14,8 +14,9 @@ from nbgrader.exchange.default.collect import ExchangeCollect
 from .assignments import run_nbgrader
 from .errors import MissingInput
 from tinytorch.course.provenance import (
-    Receipt, Refused, copy_no_follow, inbound_problems, latest_change, read_receipts, receipts_path, record_receipt,
+    Receipt, Refused, copy_no_follow, inbound_problems, latest_change, read_receipts, record_receipt,
 )
+from .vocabulary import CourseLayout
 
 # %% auto #0
 __all__ = ['CHECKED_COLLECT', 'CheckedCollect', 'collect']
@@ -23,6 +24,7 @@ __all__ = ['CHECKED_COLLECT', 'CheckedCollect', 'collect']
 # %% ../../nbs/93p_collect.ipynb #checked
 CHECKED_COLLECT = 'tinytorch.course.collect.CheckedCollect'     # the value of c.ExchangeFactory.collect
 
+# %% ../../nbs/93p_collect.ipynb #checked-collect
 class CheckedCollect(ExchangeCollect):
     "nbgrader's collect, copying an inbound folder only when it holds no link, never through one, and keeping its receipt."
 
@@ -56,7 +58,7 @@ def collect(assignment: str, course_dir='.', update: bool = False, log=print) ->
     """`nbgrader collect ASSIGNMENT` in the nbgrader course `course_dir` with `CheckedCollect`; logs nbgrader's
     output and what was not collected. Returns nbgrader's exit code, or 3 when a submission was not collected."""
     course_dir = Path(course_dir)
-    if not (course_dir / 'nbgrader_config.py').is_file():
+    if not CourseLayout(course_dir).config.is_file():
         raise MissingInput(f"{course_dir}: no nbgrader_config.py here; run collect in your nbgrader course folder "
                            "or name it with --course")
     run = run_nbgrader(course_dir, 'collect', assignment, f'--ExchangeFactory.collect={CHECKED_COLLECT}',
@@ -67,7 +69,7 @@ def collect(assignment: str, course_dir='.', update: bool = False, log=print) ->
         return run.returncode
     receipts = read_receipts(course_dir, assignment) or {}
     refused = {s: r for s, r in receipts.items() if r.problems}
-    log(f"receipts: {receipts_path(course_dir, assignment)} ({len(receipts)} submission(s); `tinytorch grade` "
+    log(f"receipts: {CourseLayout(course_dir).receipts(assignment)} ({len(receipts)} submission(s); `tinytorch grade` "
         "takes each one's lateness from it)")
     for student, r in sorted(refused.items()):
         log(f"  NOT collected: {student}: {'; '.join(r.problems)}")

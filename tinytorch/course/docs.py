@@ -19,7 +19,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .assignments import cell_role, find_leaks, public_text, secret_lines
+from .assignments import cell_role
+from .leaks import find_leaks, public_text, secret_lines
 from .notebooks import (EXPORT_DIRECTIVES, cell_source, default_exp, parse_directives, read_nb,
                                         strip_hidden_tests, write_nb)
 from .vocabulary import BEGIN_SOLUTION

@@ -9,13 +9,17 @@ import functools
 import html
 from pathlib import Path
 
-from .assignments import find_leaks
-from .notebooks import cell_source, strip_hidden_tests
+from .gradebook import read_gradebook
+from .leaks import find_leaks, secret_lines
+from .notebooks import cell_source, nbgrader_fields, read_nb, strip_hidden_tests
 from .sanitize import (clean_html, page_safe, strip_files_prefix_and_clean, with_confined_content,
                                        with_page_policy)
+from .untrusted_text import markdown_text
+from .vocabulary import CourseLayout
 
 # %% auto #0
-__all__ = ['sanitize_for_feedback', 'feedback_exporter', 'own_page', 'render_feedback', 'publish_feedback']
+__all__ = ['sanitize_for_feedback', 'feedback_exporter', 'own_page', 'render_feedback', 'publish_feedback', 'with_comments',
+           'regenerate_feedback']
 
 # %% ../../nbs/93h_feedback.ipynb #feedback
 def sanitize_for_feedback(nb: dict) -> dict:
@@ -44,12 +48,12 @@ def feedback_exporter(lexer: str = 'ipython3'):
         'clean_html': lambda text: text if type(text) is _HighlightedCode else clean_html(text),
         'strip_files_prefix': strip_files_prefix_and_clean})
 
+# %% ../../nbs/93h_feedback.ipynb #own-page
 @functools.lru_cache(maxsize=4)
 def own_page(lexer: str = 'ipython3') -> str:
     "The feedback template rendered on an empty notebook: every script in it is the page's own."
     import nbformat
     return feedback_exporter(lexer).from_notebook_node(nbformat.v4.new_notebook())[0]
-
 
 # %% ../../nbs/93h_feedback.ipynb #publish
 def render_feedback(nb: dict, header: str, dest: Path) -> Path:
@@ -64,6 +68,7 @@ def render_feedback(nb: dict, header: str, dest: Path) -> Path:
     dest.write_text(body, encoding='utf-8')
     return dest
 
+# %% ../../nbs/93h_feedback.ipynb #publish-feedback
 def publish_feedback(nb: dict, header: str, dest: Path, hidden: set) -> Path | None:
     "`render_feedback`, then the check: the page at `dest`, or None (and no page) when a `hidden` line shows in it."
     page = render_feedback(nb, header, dest)
@@ -71,3 +76,45 @@ def publish_feedback(nb: dict, header: str, dest: Path, hidden: set) -> Path | N
         page.unlink()
         return None
     return page
+
+# %% ../../nbs/93h_feedback.ipynb #comment-cell
+def _comment_cell(grade_id: str, text: str) -> dict:
+    quoted = '\n'.join('> ' + line for line in text.splitlines())
+    return {'cell_type': 'markdown', 'metadata': {}, 'id': f"comment-{grade_id}"[:64],
+            'source': f"> **Instructor's comment on `{grade_id}`:**\n>\n{quoted}"}
+
+# %% ../../nbs/93h_feedback.ipynb #feedback-header
+def _feedback_header(assignment: str, row: dict, parts: dict) -> str:
+    lines = [f"# Feedback: {markdown_text(assignment)}, {markdown_text(row['student'])}", '',
+             f"**Total: {row['total']} / {row['max_points']} points** ({row['status']}"
+             + (f": {markdown_text(row['details'])}" if row['details'] else '') + ")."
+             + (f" Handed in late: {row['late_penalty']} point(s) off {row['raw_total']}." if float(row.get('late_penalty') or 0) else ''),
+             '', '| part | points |', '|---|---|']
+    return '\n'.join(lines + [f"| `{p}` | {row[p] or '–'} / {top:g} |" for p, top in parts.items()])
+
+# %% ../../nbs/93h_feedback.ipynb #feedback-comments
+def with_comments(nb: dict, comments: dict) -> dict:
+    "`nb` with a markdown cell holding each comment right after the graded cell it is about."
+    cells = []
+    for cell in nb['cells']:
+        cells.append(cell)
+        grade_id = nbgrader_fields(cell).get('grade_id')
+        if comments.get(grade_id):
+            cells.append(_comment_cell(grade_id, comments[grade_id]))
+    return dict(nb, cells=cells)
+
+# %% ../../nbs/93h_feedback.ipynb #feedback-pages
+def regenerate_feedback(course: Path, assignment: str, parts: dict, rows: list) -> dict:
+    "Rewrite each graded student's feedback page from `final_grades`' result; student -> page (None: withheld)."
+    scores, layout = read_gradebook(course, assignment), CourseLayout(course)
+    hidden = secret_lines(layout.source_notebook(assignment), solutions=False)
+    pages = {}
+    for row in rows:
+        autograded = layout.autograded(row['student'], assignment) / f"{assignment}.ipynb"
+        if not autograded.is_file():
+            continue
+        nb = with_comments(read_nb(autograded),
+                           {p: s['comment'] for p, s in scores.get(row['student'], {}).items()})
+        pages[row['student']] = publish_feedback(nb, _feedback_header(assignment, row, parts),
+                                                 layout.feedback(row['student'], assignment) / f"{assignment}.html", hidden)
+    return pages

@@ -10,15 +10,14 @@ import csv
 from nbgrader.api import MissingEntry
 from nbgrader.plugins.export import CsvExportPlugin
 
+from .lms import NBGRADER_HEADER
 from .untrusted_text import csv_row
+from .vocabulary import atomic_write
 
 # %% auto #0
-__all__ = ['EXPORT_COLUMNS', 'QuotedCsvExportPlugin']
+__all__ = ['QuotedCsvExportPlugin']
 
 # %% ../../nbs/93n_nbgrader_export.ipynb #plugin
-EXPORT_COLUMNS = ['assignment', 'duedate', 'timestamp', 'student_id', 'last_name', 'first_name', 'email', 'raw_score',
-                  'late_submission_penalty', 'score', 'max_score']
-
 def _export_row(gradebook, assignment, student) -> list:
     "One row of nbgrader's export, its values as nbgrader writes them (`str()`, '' for None)."
     row = {'assignment': assignment.name, 'duedate': assignment.duedate, 'student_id': student.id,
@@ -30,17 +29,18 @@ def _export_row(gradebook, assignment, student) -> list:
                    score=max(0.0, sub.score - sub.late_submission_penalty))
     except MissingEntry:
         row.update(timestamp='', raw_score=0.0, late_submission_penalty=0.0, score=0.0)
-    return ['' if row[k] is None else str(row[k]) for k in EXPORT_COLUMNS]
+    return ['' if row[k] is None else str(row[k]) for k in NBGRADER_HEADER]
 
+# %% ../../nbs/93n_nbgrader_export.ipynb #quoted-plugin
 class QuotedCsvExportPlugin(CsvExportPlugin):
     "nbgrader's CSV export (its columns, rows and values), written as CSV: commas quoted, formulas neutralised."
     def export(self, gradebook) -> None:
         dest = self.to or 'grades.csv'
         students, assignments = [str(s) for s in self.student], [str(a) for a in self.assignment]
         self.log.info("Exporting grades to %s", dest)
-        with open(dest, 'w', newline='', encoding='utf-8') as f:
+        with atomic_write(dest, newline='') as f:
             out = csv.writer(f, lineterminator='\n')
-            out.writerow(EXPORT_COLUMNS)
+            out.writerow(NBGRADER_HEADER)
             for assignment in gradebook.assignments:
                 if assignments and assignment.name not in assignments:
                     continue

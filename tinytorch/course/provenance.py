@@ -19,17 +19,18 @@ from typing import NamedTuple
 from .errors import BadInput
 from .notebooks import cell_source, nbgrader_fields
 from .untrusted_text import csv_row, csv_value
-from .vocabulary import atomic_write, closed_regions, read_csv_lines
+from .vocabulary import CourseLayout, atomic_write, closed_regions, read_csv_lines
 
 # %% auto #0
 __all__ = ['Refused', 'link_reason', 'links_under', 'read_no_follow', 'copy_no_follow', 'solution_regions', 'copied_reasons',
-           'notebook_digest', 'cleared_path', 'read_cleared', 'clear_submissions', 'latest_change', 'inbound_problems',
-           'Receipt', 'receipts_path', 'read_receipts', 'record_receipt']
+           'notebook_digest', 'read_cleared', 'clear_submissions', 'latest_change', 'inbound_problems', 'Receipt',
+           'read_receipts', 'record_receipt']
 
 # %% ../../nbs/93o_provenance.ipynb #links
 class Refused(Exception):
     "A submission file that is not read: a symbolic link, or not a regular file. The message names it."
 
+# %% ../../nbs/93o_provenance.ipynb #link-reason
 def link_reason(path, shown: str) -> str:
     "`shown` (how the instructor knows `path`, a symbolic link) and what it points to."
     try:
@@ -38,6 +39,7 @@ def link_reason(path, shown: str) -> str:
         target = f"unreadable: {e.strerror}"
     return f"{shown} is a symbolic link (to {target})"
 
+# %% ../../nbs/93o_provenance.ipynb #links-under
 def links_under(folder, shown: str, limit: int = 5000) -> list:
     "`link_reason` for every symbolic link in `folder` and below, never following one (at most `limit` entries)."
     found, todo, seen = [], [(Path(folder), shown)], 0
@@ -65,6 +67,7 @@ def _open_no_follow(name: str, dir_fd: int | None, shown: str, folder: bool) -> 
                                                                                if dir_fd is not None else name)
         raise Refused(f"{shown} is a symbolic link" if linked else f"{shown} can't be opened ({e.strerror})") from None
 
+# %% ../../nbs/93o_provenance.ipynb #read-no-follow
 def read_no_follow(root, relative, shown: str | None = None, limit: int = 64 << 20) -> bytes:
     """The bytes of the regular file `root/relative`, never following a symbolic link in any component of
     `relative`; `Refused` naming it (as `shown`, default `relative`) otherwise, or when it is over `limit` bytes."""
@@ -106,6 +109,7 @@ def _copy_folder(dir_fd: int, dest: Path, shown: str, budget: list):
         finally:
             os.close(fd)
 
+# %% ../../nbs/93o_provenance.ipynb #copy-no-follow
 def copy_no_follow(src, dest, shown: str | None = None, limit: int = 100 << 20):
     "Copy the folder `src` to a new folder `dest`, refusing (`Refused`) any link in it, never following one."
     fd = _open_no_follow(str(src), None, shown or str(src), folder=True)
@@ -120,6 +124,7 @@ _MARKERS = re.compile(r'#+\s*(?:BEGIN|END)\s+(?:SOLUTION|HIDDEN\s+TESTS)\b|=+\s*
 def _squeezed(text: str) -> str:
     return ''.join(text.split())
 
+# %% ../../nbs/93o_provenance.ipynb #solution-regions
 def solution_regions(source: dict) -> list:
     "(cell id, region without whitespace) for every solution region of `source`'s code cells."
     out = []
@@ -129,6 +134,7 @@ def solution_regions(source: dict) -> list:
         out += [(cell.get('id'), _squeezed('\n'.join(region))) for region in closed_regions(cell_source(cell), 'solution')]
     return [(cid, text) for cid, text in out if text]
 
+# %% ../../nbs/93o_provenance.ipynb #copied-reasons
 def copied_reasons(submission: dict, source: dict, share: float = 0.5) -> list:
     "Why `submission` looks copied from the instructor's `source` (markers, or its solution code unchanged); [] when not."
     reasons = []
@@ -149,10 +155,7 @@ def copied_reasons(submission: dict, source: dict, share: float = 0.5) -> list:
 def notebook_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
-def cleared_path(course_dir, assignment: str) -> Path:
-    from tinytorch.course.vocabulary import CourseLayout
-    return CourseLayout(course_dir).cleared(assignment)
-
+# %% ../../nbs/93o_provenance.ipynb #cleared-rows
 def _cleared_rows(path: Path) -> dict:
     if not path.is_file():
         return {}
@@ -165,13 +168,15 @@ def _cleared_rows(path: Path) -> dict:
                            f"`tinytorch grade --clear` writes them; got {row}")
     return {r['student'].strip(): (r['sha256'].strip(), (r.get('cleared_at') or '').strip()) for r in rows}
 
+# %% ../../nbs/93o_provenance.ipynb #read-cleared
 def read_cleared(course_dir, assignment: str) -> dict:
     "student -> the SHA-256 of the notebook the instructor cleared ({} when nothing is cleared)."
-    return {s: digest for s, (digest, _) in _cleared_rows(cleared_path(course_dir, assignment)).items()}
+    return {s: digest for s, (digest, _) in _cleared_rows(CourseLayout(course_dir).cleared(assignment)).items()}
 
+# %% ../../nbs/93o_provenance.ipynb #clear-submissions
 def clear_submissions(course_dir, assignment: str, digests: dict) -> Path:
     "Add `digests` (student -> SHA-256 of the notebook to grade as usual) to the course's clearance file."
-    path = cleared_path(course_dir, assignment)
+    path = CourseLayout(course_dir).cleared(assignment)
     when = datetime.now(timezone.utc).isoformat(timespec='seconds')
     rows = _cleared_rows(path) | {s: (d, when) for s, d in digests.items()}
     with atomic_write(path, newline='') as f:
@@ -191,6 +196,7 @@ def latest_change(folder) -> datetime:
             newest = max(newest, os.lstat(os.path.join(here, name)).st_ctime_ns)
     return datetime.fromtimestamp(newest // 1000 / 1e6, timezone.utc)
 
+# %% ../../nbs/93o_provenance.ipynb #inbound-problems
 def inbound_problems(entry, shown: str, owner_uid: int | None = None) -> list:
     "Why the inbound folder `entry` (named `shown`) can't be collected; [] when it can."
     entry = Path(entry)
@@ -214,13 +220,10 @@ class Receipt(NamedTuple):
     received: datetime          # its `latest_change`, UTC
     problems: tuple = ()        # why it was not collected (links, other owners)
 
-def receipts_path(course_root, assignment: str) -> Path:
-    from tinytorch.course.vocabulary import CourseLayout
-    return CourseLayout(course_root).receipts(assignment)
-
+# %% ../../nbs/93o_provenance.ipynb #read-receipts
 def read_receipts(course_root, assignment: str) -> dict | None:
     "student -> `Receipt` from the course's receipts file; None when there is none."
-    path = receipts_path(course_root, assignment)
+    path = CourseLayout(course_root).receipts(assignment)
     if not path.is_file():
         return None
     try:
@@ -230,9 +233,10 @@ def read_receipts(course_root, assignment: str) -> dict | None:
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise BadInput(f"{path}: not a receipts file written by tinytorch collect ({type(e).__name__}: {e})") from None
 
+# %% ../../nbs/93o_provenance.ipynb #record-receipt
 def record_receipt(course_root, assignment: str, student: str, receipt: Receipt) -> Path:
     "Add (or replace) `student`'s receipt in the receipts file, atomically."
-    path = receipts_path(course_root, assignment)
+    path = CourseLayout(course_root).receipts(assignment)
     data = {s: {'inbound': r.inbound, 'received': r.received.isoformat(), 'problems': list(r.problems)}
             for s, r in ({**(read_receipts(course_root, assignment) or {}), student: receipt}).items()}
     with atomic_write(path) as f:
