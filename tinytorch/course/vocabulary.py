@@ -7,10 +7,11 @@ numbers."""
 # %% auto #0
 __all__ = ['BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'MARKERS', 'marker_of', 'MarkedLine', 'marked_lines',
            'closed_regions', 'open_gradebook', 'atomic_write', 'read_csv_lines', 'PartStatus', 'FinalStatus',
-           'CourseLayout']
+           'CourseLayout', 'moved_names']
 
 # %% ../../nbs/89b_course_vocabulary.ipynb #imports
 import csv
+import importlib
 import os
 import secrets
 import warnings
@@ -146,3 +147,14 @@ class CourseLayout(NamedTuple):
     def grading_log(self, assignment: str) -> Path: return Path(self.root) / f'grades_{assignment}.log'
     def cleared(self, assignment: str) -> Path: return Path(self.root) / f'cleared_{assignment}.csv'
     def receipts(self, assignment: str) -> Path: return Path(self.root) / f'receipts_{assignment}.json'
+
+# %% ../../nbs/89b_course_vocabulary.ipynb #moved-names
+def moved_names(module: str, moves: dict):
+    "A module `__getattr__` for `module`: each name of `moves` (name -> its new module) found there, with a DeprecationWarning."
+    def __getattr__(name: str):
+        if name not in moves:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warnings.warn(f"{module}.{name} moved to {moves[name]}.{name}; import it from there", DeprecationWarning,
+                      stacklevel=2)
+        return getattr(importlib.import_module(moves[name]), name)
+    return __getattr__
