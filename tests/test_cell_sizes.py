@@ -17,11 +17,6 @@ EXPORT = ("#| export", "#| exports", "#| exporti")
 COURSE_FIRST = 89        # notebooks numbered from here on are the course tooling
 MEDIAN_LIMIT = 10
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-# Course notebooks whose exported cells still hold two or more public definitions: each entry must go once its
-# notebook passes (strict xfail; `python3 split_cells.py NOTEBOOK` splits such cells one definition per cell).
-STILL_TO_SPLIT = {"89b_course_vocabulary", "91_assignments", "92_cli", "93a_recheck", "93c_gradebook", "93d_grade_table",
-                  "93e_shards", "93f_manual_grading", "93h_feedback", "93k_lms", "93o_provenance", "94_docs",
-                  "95_autograder", "95a_autograder_try"}
 
 
 def exported_code(notebook: Path) -> list:
@@ -81,14 +76,11 @@ def test_a_long_cell_is_found(tmp_path):
     assert long_exported_cells(path) == [("long", 61)]
 
 
-@pytest.mark.parametrize("notebook", [
-    pytest.param(nb, marks=pytest.mark.xfail(strict=True, reason="exported cells of several public definitions"))
-    if nb.stem in STILL_TO_SPLIT else nb for nb in course_notebooks()], ids=lambda nb: nb.stem)
+@pytest.mark.parametrize("notebook", course_notebooks(), ids=lambda nb: nb.stem)
 def test_one_public_definition_per_exported_cell(notebook):
     assert cells_of_many_definitions(notebook) == []
 
 
-@pytest.mark.xfail(bool(STILL_TO_SPLIT), strict=True, reason=f"cells of {', '.join(sorted(STILL_TO_SPLIT))} still to split")
 def test_course_cells_are_short():
     assert median_cell_lines(course_notebooks()) <= MEDIAN_LIMIT
 

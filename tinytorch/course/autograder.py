@@ -66,21 +66,24 @@ class GraderOptions:
         if self.wall_seconds <= self.cell_timeout:
             raise BadInput(f"--wall-seconds {self.wall_seconds}: expected more than --cell-timeout {self.cell_timeout}")
 
-# %% ../../nbs/95_autograder.ipynb #requirements
+# %% ../../nbs/95_autograder.ipynb #name
 def _name(requirement: str) -> str:
     return re.split(r'[<>=!~;\[ ]', requirement.strip(), maxsplit=1)[0].lower()
 
+# %% ../../nbs/95_autograder.ipynb #requirements
 def grading_requirements() -> list:
     "Requirement lines for the grader's image: each of `tinytorch[course]`'s, pinned at the version installed here."
     from tinytorch.course.dependencies import pinned
     return pinned('course')
 
+# %% ../../nbs/95_autograder.ipynb #lowest-python
 def _lowest_python(requires_python: str | None) -> tuple:
     "The lowest (major, minor) a Requires-Python such as '>=3.11' admits; (3, 0) when it sets no lower bound."
     from packaging.specifiers import SpecifierSet
     return max([tuple(int(n) for n in s.version.split('.')[:2]) for s in SpecifierSet(requires_python or '')
                 if s.operator in ('>=', '~=', '==')], default=(3, 0))
 
+# %% ../../nbs/95_autograder.ipynb #grader-python
 def grader_python() -> tuple:
     "(major, minor) of the oldest Python that tinytorch and every pinned grading requirement install on."
     from importlib.metadata import metadata
@@ -104,6 +107,7 @@ def write_grader_files(module, nbs_dir, dest: Path, options: GraderOptions) -> P
     (folder / 'config.json').write_text(json.dumps(config, indent=1) + '\n', encoding='utf-8')
     return folder
 
+# %% ../../nbs/95_autograder.ipynb #write-package
 _PYPROJECT = '''[build-system]
 requires = ["setuptools>=77"]
 build-backend = "setuptools.build_meta"

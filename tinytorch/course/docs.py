@@ -104,6 +104,7 @@ def _strip_directives(source: str) -> str:
     while lines and (lines[0].startswith('#|') or not lines[0].strip()): lines.pop(0)
     return '\n'.join(lines)
 
+# %% ../../nbs/94_docs.ipynb #md-cell
 def _md_cell(source: str, cid: str) -> dict:
     return {'cell_type': 'markdown', 'id': cid, 'metadata': {}, 'source': source}
 
@@ -260,6 +261,7 @@ LINK_TARGETS_FILE = '_link_targets.json'   # next to conf.py in the staged Sphin
 def _log(verbose, *args):
     if verbose: print(*args, flush=True)
 
+# %% ../../nbs/94_docs.ipynb #clear
 def _clear(path: Path):
     if path.exists(): shutil.rmtree(path)
 

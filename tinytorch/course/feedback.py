@@ -33,10 +33,11 @@ def sanitize_for_feedback(nb: dict) -> dict:
                 out['traceback'] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
     return nb
 
-# %% ../../nbs/93h_feedback.ipynb #exporter
+# %% ../../nbs/93h_feedback.ipynb #highlighted-code
 class _HighlightedCode(str):
     "A code cell's source as pygments' HTML: every character of the source escaped, so nothing for a cleaner to remove."
 
+# %% ../../nbs/93h_feedback.ipynb #exporter
 def feedback_exporter(lexer: str = 'ipython3'):
     """nbconvert's classic HTML exporter with `sanitize_html` on and the course's cleaner as its `clean_html`, which
     passes code cells' highlighted sources through untouched: pygments escapes every character of them."""

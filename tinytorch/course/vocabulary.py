@@ -34,13 +34,14 @@ def marker_of(line: str) -> str | None:
     text = line.strip()
     return next((m for m in MARKERS if text.startswith(m)), None)
 
-# %% ../../nbs/89b_course_vocabulary.ipynb #marked-lines
+# %% ../../nbs/89b_course_vocabulary.ipynb #marked-line
 class MarkedLine(NamedTuple):
     number: int               # from 1, as in a traceback
     text: str
     region: str | None        # 'solution' or 'hidden' inside such a region; None outside it and on a marker
     marker: str | None        # the marker this line is, or None
 
+# %% ../../nbs/89b_course_vocabulary.ipynb #marked-lines
 def marked_lines(source: str, regions=('solution', 'hidden'), keepends: bool = False):
     """Every line of `source` as a MarkedLine. Only markers of `regions` count: the others are plain lines. Any end
     marker closes the region it is in; a region never closed runs to the end of `source`."""
