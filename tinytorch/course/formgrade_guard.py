@@ -32,7 +32,7 @@ NONCE_VARIABLE = 'TINYTORCH_FORMGRADE_NONCE'   # the placeholder nonce in the te
 def formgrader_policy(nonce: str, origin: str, base_url: str = '/') -> str:
     "The Content-Security-Policy of a formgrader submission view served from `origin` with script `nonce`."
     static = f"{origin}{base_url}formgrader/static/ {origin}{base_url}static/jupyter_server_mathjax/"
-    return '; '.join([f"default-src 'self'", f"script-src 'nonce-{nonce}' {static}",
+    return '; '.join(["default-src 'self'", f"script-src 'nonce-{nonce}' {static}",
                       "style-src 'self' 'unsafe-inline'", "img-src 'self' data: http: https:", "font-src 'self' data: about:",
                       "connect-src 'self'", "frame-src data:", "object-src 'none'", "base-uri 'none'",
                       "form-action 'none'", "frame-ancestors 'self'"])
