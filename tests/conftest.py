@@ -130,3 +130,29 @@ def _grade_pair(release_11: Path, base: Path) -> Path:
                           "--jobs", "2", "--cell-timeout", "30"], cwd=base, capture_output=True, text=True)
     assert out.returncode == 0, f"{out.stdout[-2000:]}{out.stderr[-2000:]}"
     return base
+
+
+@pytest.fixture(scope="session")
+def graded_more(release_11, tmp_path_factory) -> Path:
+    """The scenarios of `course_scenarios.MORE` graded once per test run, `tinytorch grade 11 submissions --course course
+    --jobs 2 --cell-timeout 30`, without the lesson's demonstration cells: the folder holding the graded `course/`.
+    The platforms' graders (tests/test_autograder.py, tests/test_autograder_install.py) are compared with its CSV."""
+    return built_once(tmp_path_factory, "graded-more", lambda base: _grade_more(release_11, base))
+
+
+def _grade_more(release_11: Path, base: Path) -> Path:
+    from course_scenarios import MORE, build, demo_cells, odd_dim_cosines, without_demos
+    released = json.loads(release_11.read_text())
+    subs = build(released, json.loads((ROOT / "nbs" / "11_embeddings.ipynb").read_text()),
+                 {"course": "/nonexistent", "submissions": "/nonexistent"})
+    subs["odd-dim-cosines"] = odd_dim_cosines(subs["reference"])
+    demos = demo_cells(released)
+    for student in MORE:
+        (base / "submissions" / student).mkdir(parents=True)
+        (base / "submissions" / student / "11_embeddings.ipynb").write_text(
+            json.dumps(without_demos(subs[student], demos), indent=1))
+    cli = Path(sys.executable).parent / "tinytorch"
+    out = subprocess.run(["nice", "-n", "10", cli, "grade", "11", "submissions", "--course", "course", "--nbs",
+                          ROOT / "nbs", "--jobs", "2", "--cell-timeout", "30"], cwd=base, capture_output=True, text=True)
+    assert out.returncode in (0, 3), f"{out.stdout[-2000:]}{out.stderr[-2000:]}"
+    return base
