@@ -36,10 +36,11 @@ check_unchanged "nbdev-export leaves tinytorch/ unchanged" "$BIN/nbdev-export"
 echo "...  [nbdev-test] running every notebook"
 "$BIN/nbdev-test" --n-workers 2
 ok "nbdev-test: every notebook runs"
-# Two workers (pytest-xdist), each test file on one of them, longest files first (tests/conftest.py): a file's
-# module fixtures (a graded class, a docs build) are built once, and one worker's waits (a kernel killed at its
-# wall-clock limit, a Slurm job) overlap the other's work. Session fixtures (the student release, the graded
-# pair) are still built once (tests/conftest.py).
+# Two workers (pytest-xdist), each test file on one of them, longest files first (the seconds pytest measured,
+# tests/durations.json; `bash scripts/test.sh --store-durations` refreshes them): a file's module fixtures (a graded
+# class, a docs build) are built once, and one worker's waits (a kernel killed at its wall-clock limit, a Slurm job)
+# overlap the other's work. Session fixtures (the student release, the graded pair) are still built once
+# (tests/conftest.py).
 echo "...  [pytest] on ${PYTEST_WORKERS:-2} workers (the 20 slowest steps are listed at the end)"
 "$BIN/python" -m pytest -o addopts="" -q --durations=20 -n "${PYTEST_WORKERS:-2}" --dist loadfile \
   --no-loadscope-reorder "$@"

@@ -26,9 +26,13 @@ def pytest_addoption(parser):
     parser.addoption("--nb-package-root", default=None,
                      help="folder holding the tinytorch package to test the notebooks against")
     parser.addoption("--nbs-dir", default=None, help="folder of notebooks whose test cells to run (default: nbs/)")
+    parser.addoption("--store-durations", action="store_true",
+                     help="write each test file's seconds (setup, call and teardown summed) into tests/durations.json")
 
 
 def pytest_configure(config):
+    if not hasattr(config, "workerinput"):                # the main process (with pytest-xdist: not a worker)
+        config.pluginmanager.register(DurationRecorder(config.getoption("--store-durations")), "tinytorch-durations")
     root = config.getoption("--nb-package-root")
     if root:
         sys.path.insert(0, str(Path(root).resolve()))
@@ -41,15 +45,15 @@ from requirements import require  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The files that take longest, longest first (scripts/test.sh: two workers, a file at a time each, in this order with
-# --no-loadscope-reorder). Each worker is handed two files at the start, the first and third to one, the second and
-# fourth to the other: the third is short, so the class pipeline's worker moves on to the queue as soon as it is done.
-LONGEST_FIRST = ["test_course_pipeline.py", "test_autograder.py", "test_shards.py", "test_import_graph.py",
-                 "test_autograder_install.py", "test_hidden_tests.py", "test_grading_limits.py",
-                 "test_grading_sandbox.py", "test_docs_site.py", "test_student_workspace.py",
-                 "test_merged_course.py", "test_slurm_recipe.py", "test_manual_grading.py",
-                 "test_exchange_attacks.py", "test_exchange.py", "test_submission_provenance.py",
-                 "test_wrong_answers.py", "test_browser_safety.py"]
+# Seconds per test file from the last `--store-durations` run (setup, call and teardown of its tests, summed). The files
+# run longest first (scripts/test.sh: two workers, a file at a time each, in this order with --no-loadscope-reorder), so
+# the long files start at once and the short ones fill in at the end; a file missing from it runs last.
+DURATIONS = ROOT / "tests" / "durations.json"
+
+
+def file_seconds() -> dict:
+    "test file name -> seconds, from tests/durations.json ({} if there is none)."
+    return json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
 
 
 # The lesson and its engine (`pytest -m core`, seconds); every other test is `course` (the course tooling, grading).
@@ -68,8 +72,38 @@ def is_core(item) -> bool:
 def pytest_collection_modifyitems(session, config, items):
     for item in items:
         item.add_marker("core" if is_core(item) else "course")
-    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))     # stable: the other files keep their order
+    seconds = file_seconds()
+    items.sort(key=lambda item: (item.path.name not in seconds, -seconds.get(item.path.name, 0)))    # stable sort
+
+
+class DurationRecorder:
+    """Each test's setup, call and teardown seconds, added to its file's and to its worker's. It runs in the main
+    process: with pytest-xdist that one receives every worker's reports. At the end it says how busy each worker was
+    (a worker idle long before the other: the order or the split of the files is off), and with `--store-durations`
+    writes the files' seconds into tests/durations.json (the files that ran get their new seconds; the others keep
+    theirs)."""
+
+    def __init__(self, store: bool):
+        self.store, self.files, self.workers = store, {}, {}
+
+    def pytest_runtest_logreport(self, report):
+        name = report.nodeid.split("::")[0].rsplit("/", 1)[-1]
+        worker = getattr(getattr(report, "node", None), "gateway", None)
+        worker = worker.id if worker else "main"
+        self.files[name] = self.files.get(name, 0.0) + report.duration
+        self.workers[worker] = self.workers.get(worker, 0.0) + report.duration
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if len(self.workers) > 1:
+            busy = ", ".join(f"{w} {s:.0f} s" for w, s in sorted(self.workers.items()))
+            terminalreporter.write_line(f"seconds of tests per worker: {busy}")
+
+    def pytest_sessionfinish(self, session):
+        if not self.store:
+            return
+        kept = {name: s for name, s in file_seconds().items() if (ROOT / "tests" / name).exists()}
+        merged = {**kept, **{name: round(s, 1) for name, s in self.files.items()}}
+        DURATIONS.write_text(json.dumps(dict(sorted(merged.items(), key=lambda kv: -kv[1])), indent=1) + "\n")
 
 
 @pytest.hookimpl(tryfirst=True)                 # before the test's fixtures are built
@@ -129,4 +163,30 @@ def _grade_pair(release_11: Path, base: Path) -> Path:
     out = subprocess.run([cli, "grade", "11", "submissions", "--course", "single", "--nbs", ROOT / "nbs",
                           "--jobs", "2", "--cell-timeout", "30"], cwd=base, capture_output=True, text=True)
     assert out.returncode == 0, f"{out.stdout[-2000:]}{out.stderr[-2000:]}"
+    return base
+
+
+@pytest.fixture(scope="session")
+def graded_more(release_11, tmp_path_factory) -> Path:
+    """The scenarios of `course_scenarios.MORE` graded once per test run, `tinytorch grade 11 submissions --course course
+    --jobs 2 --cell-timeout 30`, without the lesson's demonstration cells: the folder holding the graded `course/`.
+    The platforms' graders (tests/test_autograder.py, tests/test_autograder_install.py) are compared with its CSV."""
+    return built_once(tmp_path_factory, "graded-more", lambda base: _grade_more(release_11, base))
+
+
+def _grade_more(release_11: Path, base: Path) -> Path:
+    from course_scenarios import MORE, build, demo_cells, odd_dim_cosines, without_demos
+    released = json.loads(release_11.read_text())
+    subs = build(released, json.loads((ROOT / "nbs" / "11_embeddings.ipynb").read_text()),
+                 {"course": "/nonexistent", "submissions": "/nonexistent"})
+    subs["odd-dim-cosines"] = odd_dim_cosines(subs["reference"])
+    demos = demo_cells(released)
+    for student in MORE:
+        (base / "submissions" / student).mkdir(parents=True)
+        (base / "submissions" / student / "11_embeddings.ipynb").write_text(
+            json.dumps(without_demos(subs[student], demos), indent=1))
+    cli = Path(sys.executable).parent / "tinytorch"
+    out = subprocess.run(["nice", "-n", "10", cli, "grade", "11", "submissions", "--course", "course", "--nbs",
+                          ROOT / "nbs", "--jobs", "2", "--cell-timeout", "30"], cwd=base, capture_output=True, text=True)
+    assert out.returncode in (0, 3), f"{out.stdout[-2000:]}{out.stderr[-2000:]}"
     return base

@@ -75,6 +75,13 @@ def broken_sinusoid(solved):
     return replace(solved, "sinusoidal", SOURCE_SINUSOID, "table[:, 1::2] = np.sin(angles[:, :embedding_dim // 2])")
 
 
+def odd_dim_cosines(solved):
+    """An odd width's cosines shifted by one frequency: the visible test's odd-width checks (shape, the last sine) pass,
+    the hidden test's cosine at [3, 5] does not."""
+    return replace(solved, "sinusoidal", "np.cos(angles[:, :embedding_dim // 2])",
+                   "np.cos(angles[:, 1:] if embedding_dim % 2 else angles)")
+
+
 def build(release, source, paths):
     """student -> notebook dict, for every scenario. `paths` has 'course' and 'submissions' (absolute), and
     optionally, for the vandal, 'nbs' (the source notebooks' folder), 'package' (a file of the installed package)
@@ -221,6 +228,10 @@ LIMITS_ONLY = ("honest-tmp", *(f"runaway-{kind}" for kind in RUNAWAYS))
 # Two students that land in different shards of two (tinytorch.course.shards.shard_of): full marks and zero. The
 # session graded once as one machine grades them (tests/conftest.py: `graded_pair`).
 PAIR = ("reference", "untouched")
+# graded once per run by tests/conftest.py's `graded_more`, for the platforms' graders to be compared with: one part
+# wrong, a syntax error, a test edited to pass, a runaway (a cell that never ends until its time limit), and a part that
+# passes its visible tests but not its hidden ones (`odd_dim_cosines`)
+MORE = ("broken-sinusoid", "syntax-error", "test-edited-to-pass", "infinite-loop", "odd-dim-cosines")
 
 # The class's students that hand in the whole lesson, demonstrations included (tests/test_course_pipeline.py): full
 # marks, zero, and the one whose metadata the grader must repair cell by cell. The rest hand in short notebooks.

@@ -4,7 +4,6 @@ root file system), then run by the platform's own entry point in its layout on a
 non-notebook submission: the scores equal `tinytorch grade`'s grades CSV. A grader whose install forgets a package
 it imports fails here."""
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -47,16 +46,10 @@ def submissions(release_11, tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def grades(graded_pair, submissions, tmp_path_factory) -> dict:
-    "student -> {part: grades CSV row} from `tinytorch grade` (the pair graded once per run, the broken one here)."
-    table = grades_by_student(graded_pair / "single" / "grades_11_embeddings.csv")
-    base = tmp_path_factory.mktemp("grade-broken")
-    (base / "submissions" / "broken-sinusoid").mkdir(parents=True)
-    shutil.copy(submissions["broken-sinusoid"], base / "submissions" / "broken-sinusoid" / NAME)
-    run = subprocess.run(["nice", "-n", "10", *CLI, "grade", "11", "submissions", "--course", "course", "--nbs",
-                          str(ROOT / "nbs"), "--cell-timeout", "30"], cwd=base, capture_output=True, text=True)
-    assert run.returncode in (0, 3), run.stdout + run.stderr
-    return {**table, **grades_by_student(base / "course" / "grades_11_embeddings.csv")}
+def grades(graded_pair, graded_more) -> dict:
+    "student -> {part: grades CSV row} from `tinytorch grade`: each graded once per run (tests/conftest.py)."
+    return {**grades_by_student(graded_pair / "single" / "grades_11_embeddings.csv"),
+            **grades_by_student(graded_more / "course" / "grades_11_embeddings.csv")}
 
 
 @pytest.fixture(scope="module")
