@@ -97,3 +97,14 @@ def test_cells_of_two_public_definitions_and_the_median_are_found(tmp_path):
     assert cells_of_many_definitions(path) == [("two", ["f", "C"])]
     assert median_cell_lines([path]) == 3          # of 3, 3 and 12 lines; blank lines and directives not counted
     assert [nb.name for nb in course_notebooks(tmp_path)] == ["90_two.ipynb"]
+
+
+MODULE_LIMIT = 400       # lines of a course module: past that it has grown a second job and is split along its seam
+
+
+def test_every_course_module_is_at_most_400_lines():
+    package = NBS.parent / "tinytorch"
+    modules = [*sorted((package / "course").glob("*.py")), package / "cli.py"]
+    sizes = {m.relative_to(package).as_posix(): len(m.read_text(encoding="utf-8").splitlines()) for m in modules}
+    assert len(sizes) > 30
+    assert {name: n for name, n in sizes.items() if n > MODULE_LIMIT} == {}

@@ -1,7 +1,7 @@
 """The docs site: built once from the executed notebooks, then checked as files and in a
 real browser (Debian's headless Chromium driven by Playwright, never a downloaded browser).
 
-What must hold: the build takes under 5 minutes with warnings as errors; no published file holds
+What must hold: the build passes with warnings as errors; no published file holds
 a line of a solution region, a hidden test or an instructor note, nor a notebook source; every page
 loads with no console error and no failed request, every image has loaded and has alt text, every
 internal link (and its #fragment) resolves, every page can be reached by navigation; the embeddings

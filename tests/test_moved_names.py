@@ -14,7 +14,6 @@ MOVED = [("tinytorch.course.assignments", "build_workspace", "tinytorch.course.w
          ("tinytorch.course.autograder", "run", "tinytorch.course.autograder_run"),
          ("tinytorch.course.autograder", "gradescope_results", "tinytorch.course.autograder_run"),
          ("tinytorch.course.docs", "autodoc_docstring", "tinytorch.course.docs_api"),
-         ("tinytorch.course.grading", "exported_source", "tinytorch.course.recheck_run"),
          ("tinytorch.course.manual_grading", "final_grades", "tinytorch.course.final_grades"),
          ("tinytorch.course.manual_grading", "write_final_grades", "tinytorch.course.final_grades"),
          ("tinytorch.course.manual_grading", "regenerate_feedback", "tinytorch.course.feedback")]
@@ -28,8 +27,8 @@ def test_a_moved_name_imports_from_its_old_module_with_a_warning(old, name, home
 
 
 def test_a_name_that_never_was_is_still_an_attribute_error():
-    with pytest.raises(AttributeError, match="'tinytorch.course.grading' has no attribute 'no_such_name'"):
-        importlib.import_module("tinytorch.course.grading").no_such_name
+    with pytest.raises(AttributeError, match="'tinytorch.course.manual_grading' has no attribute 'no_such_name'"):
+        importlib.import_module("tinytorch.course.manual_grading").no_such_name
 
 
 def test_the_old_runner_module_still_runs_the_runner():

@@ -294,6 +294,5 @@ __getattr__ = moved_names(__name__, {
 
 # %% ../../nbs/95_autograder.ipynb #moved-main
 if __name__ == '__main__':      # graders built before the runner moved run `python -m tinytorch.course.autograder`
-    import sys
-    from tinytorch.course.autograder_run import main
-    sys.exit(main(sys.argv[1:]))
+    import runpy
+    runpy.run_module('tinytorch.course.autograder_run', run_name='__main__', alter_sys=True)

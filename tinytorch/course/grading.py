@@ -398,8 +398,3 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
     finally:                                   # also when grading stops early
         shutil.rmtree(setup.work_root, ignore_errors=True)
     return results, _write_grades(results, course_dir, setup.assignment, log)
-
-# %% ../../nbs/93_grading.ipynb #moved
-from .vocabulary import moved_names
-__getattr__ = moved_names(__name__, {
-    'exported_source': 'tinytorch.course.recheck_run'})
