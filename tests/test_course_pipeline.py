@@ -13,7 +13,7 @@ from requirements import require
 require("nbgrader")
 
 from course_scenarios import (  # noqa: E402
-    WHOLE_LESSON, build, demo_cells, solve, vandal_report, without_demos, write_submissions,
+    WHOLE_LESSON, demo_cells, solve, vandal_report, without_demos, write_submissions,
 )
 from tinytorch.course.assignments import (  # noqa: E402
     check_metadata, find_leaks, graded_parts, notebook_text, secret_lines,

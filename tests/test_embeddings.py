@@ -1,5 +1,4 @@
 """Module 11 beyond the notebook's own tests: PyTorch parity, gradients, properties, bad input."""
-import math
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,7 @@ from definitions import dense_reference, one_hot
 from gradcheck import check_gradients
 from tinytorch.core.embeddings import (
     Embedding, LearnedPositionalEmbedding, PositionalEncoding, RotaryPositionalEmbedding, TokenIdError,
-    TokenPositionEmbedding, _add_positions, as_token_ids, lesson_kernels, library_kernels, scatter_add_rows,
+    TokenPositionEmbedding, as_token_ids, lesson_kernels, library_kernels, scatter_add_rows,
     sinusoidal_table, sum_rows_by_id,
 )
 from tinytorch.core import row_kernels as kernels

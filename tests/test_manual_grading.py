@@ -150,7 +150,7 @@ def test_a_course_never_graded_gets_one_line(command, tmp_path):
     out = subprocess.run([CLI, *command, tmp_path], capture_output=True, text=True)
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"run `tinytorch grade" in lines[0] and str(tmp_path) in lines[0], out.stderr
+    assert len(lines) == 1 and "run `tinytorch grade" in lines[0] and str(tmp_path) in lines[0], out.stderr
 
 
 def test_a_gradebook_changed_after_grading_cannot_inflate_a_grade(course, tmp_path):

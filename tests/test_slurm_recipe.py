@@ -98,7 +98,7 @@ def test_a_failed_task_cancels_the_merge_and_names_the_shard_and_its_log(slurm, 
     assert failed.splitlines() == [
         f"grading failed: the merge was cancelled and no grades were written for this run ({rel})",
         f"shard 2/2 failed; its log: {rel}/grade-2.log",
-        f"    last line: tinytorch grade: no sandbox: bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: "
+        "    last line: tinytorch grade: no sandbox: bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: "
         "apt-get install bubblewrap, Fedora: dnf install bubblewrap, Arch: pacman -S bubblewrap) or pass "
         "--no-sandbox to grade without one"], failed
     assert not (run / GRADES).exists() and not (run / "course").exists() and not list(course.glob(GRADES))
