@@ -46,7 +46,7 @@ from requirements import require  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 # Seconds per test file from the last `--store-durations` run (setup, call and teardown of its tests, summed). The files
-# run longest first (scripts/test.sh: three workers, a file at a time each, in this order with --no-loadscope-reorder), so
+# run longest first (scripts/test.sh: two workers, a file at a time each, in this order with --no-loadscope-reorder), so
 # the long files start at once and the short ones fill in at the end; a file missing from it runs last.
 DURATIONS = ROOT / "tests" / "durations.json"
 

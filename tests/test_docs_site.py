@@ -312,7 +312,10 @@ class _Page:
         self.page.on("console", lambda m: m.type == "error" and self.problems.append(
             f"console error: {m.text} ({m.location.get('url')})"))
         self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
-        self.page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url} {r.failure}"))
+        # net::ERR_ABORTED is the browser cancelling a request, e.g. the favicon of a page left before it came: a
+        # missing or broken file fails otherwise (an HTTP error below, a net error here), and images are checked loaded
+        self.page.on("requestfailed", lambda r: r.failure != "net::ERR_ABORTED" and self.problems.append(
+            f"request failed: {r.url} {r.failure}"))
         self.page.on("response", lambda r: r.status >= 400 and self.problems.append(f"HTTP {r.status}: {r.url}"))
         self.page.on("request", lambda r: not r.url.startswith((base, "data:", "blob:"))
                      and self.problems.append(f"request outside the site (must work offline): {r.url}"))
