@@ -16,12 +16,12 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from .assignments import find_leaks, secret_lines
+from .leaks import find_leaks, secret_lines
 from .autograder import CONFIG_FORMAT, PLATFORMS, Platform
 from .grade_table import HIDDEN_FAILED
 from .notebooks import NotebookError, cell_source, read_nb
 from .untrusted_text import printable
-from .vocabulary import PartStatus, atomic_write, marked_lines
+from .vocabulary import PartStatus, atomic_write, hidden_line_numbers
 
 # %% auto #0
 __all__ = ['SubmissionProblem', 'find_submission', 'graded_cell_errors', 'PartReport', 'part_reports', 'gradescope_results',
@@ -76,10 +76,6 @@ def _error_line(error: dict, count) -> int | None:
              for m in re.finditer(rf'In\[{count}\], line (\d+)', _ANSI.sub('', str(frame)))]
     return lines[-1] if lines and count is not None else None
 
-# %% ../../nbs/95b_autograder_run.ipynb #hidden-line-numbers
-def _hidden_line_numbers(source: str) -> set:
-    return {line.number for line in marked_lines(source, ('hidden',)) if line.region}
-
 # %% ../../nbs/95b_autograder_run.ipynb #verdicts
 def graded_cell_errors(autograded: dict) -> dict:
     "grade_id -> (`Type: message`, raised in a hidden test?) for each graded test cell that raised an error."
@@ -92,7 +88,7 @@ def graded_cell_errors(autograded: dict) -> dict:
         if error is not None:
             line = _error_line(error, cell.get('execution_count'))
             said = f"{error.get('ename', 'Error')}: {(str(error.get('evalue', '')).splitlines() or [''])[0]}"
-            found[g['grade_id']] = (said, line is None or line in _hidden_line_numbers(cell_source(cell)))
+            found[g['grade_id']] = (said, line is None or line in hidden_line_numbers(cell_source(cell)))
     return found
 
 # %% ../../nbs/95b_autograder_run.ipynb #reports

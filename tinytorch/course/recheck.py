@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .vocabulary import marked_lines
+from .vocabulary import hidden_line_numbers
 from .nbtests import NotebookRun, NotebookTestError, cells_needed
 
 # %% auto #0
@@ -80,11 +80,6 @@ def recheck_program(notebook) -> dict:
     return {'module': run.module_name, 'cells': [{'name': c.name, 'graded': c.points is not None, 'source': c.source}
                                                  for c in cells_needed(run.runnable_cells, graded)]}
 
-# %% ../../nbs/93a_recheck.ipynb #hidden-lines
-def _hidden_lines(source: str) -> set:
-    "Line numbers (from 1) inside the hidden-test blocks of `source`."
-    return {line.number for line in marked_lines(source, ('hidden',)) if line.region}
-
 # %% ../../nbs/93a_recheck.ipynb #plain-python
 def _plain_python(source: str) -> str:
     "`source` with its IPython magic and shell lines blanked (not removed: line numbers stay the cell's)."
@@ -125,7 +120,7 @@ def run_program(program: dict, export, cell_timeout: int) -> dict:
                 sys.modules['matplotlib.pyplot'].close('all')
         if cell['graded']:
             parts[cell['name']] = None if error is None else _verdict(error)
-            if error is not None and _raised_on(error, filename) in _hidden_lines(cell['source']):
+            if error is not None and _raised_on(error, filename) in hidden_line_numbers(cell['source']):
                 hidden.append(cell['name'])
     return {'import_error': None, 'parts': parts, 'hidden': hidden}
 

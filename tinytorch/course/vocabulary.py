@@ -6,8 +6,8 @@ numbers."""
 
 # %% auto #0
 __all__ = ['BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'MARKERS', 'marker_of', 'MarkedLine', 'marked_lines',
-           'closed_regions', 'open_gradebook', 'atomic_write', 'read_csv_lines', 'PartStatus', 'FinalStatus',
-           'CourseLayout', 'moved_names']
+           'closed_regions', 'hidden_line_numbers', 'open_gradebook', 'atomic_write', 'read_csv_lines', 'PartStatus',
+           'FinalStatus', 'CourseLayout', 'moved_names']
 
 # %% ../../nbs/89b_course_vocabulary.ipynb #imports
 import csv
@@ -67,6 +67,11 @@ def closed_regions(source: str, kind: str) -> list:
             found += [] if region is None else [region]
             region = None
     return found
+
+# %% ../../nbs/89b_course_vocabulary.ipynb #hidden-line-numbers
+def hidden_line_numbers(source: str) -> set:
+    "The numbers (from 1) of the lines inside `source`'s hidden-test blocks: where an error means a hidden test failed."
+    return {line.number for line in marked_lines(source, ('hidden',)) if line.region}
 
 # %% ../../nbs/89b_course_vocabulary.ipynb #open-gradebook
 @contextmanager
