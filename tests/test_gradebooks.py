@@ -23,21 +23,55 @@ def _course(folder: Path) -> dict:
                 "source cells": sorted((c.name, c.checksum) for c in nb.source_cells)}
 
 
-def test_a_new_course_and_a_course_graded_before(tmp_path):
+def _generations(monkeypatch) -> list:
+    "The course folders `create_gradebooks` runs `nbgrader generate_assignment` in from now on, by name, in order."
+    from tinytorch.course import gradebook
+    seen, run = [], gradebook.run_nbgrader
+
+    def counted(folder, *args, **kwargs):
+        seen.append(Path(folder).name)
+        return run(folder, *args, **kwargs)
+    monkeypatch.setattr(gradebook, "run_nbgrader", counted)
+    return seen
+
+
+def test_a_new_course_and_a_course_graded_before(tmp_path, monkeypatch):
     from nbgrader.api import Gradebook
+    generated = _generations(monkeypatch)
     course = tmp_path / "course"
     template = create_gradebooks(SOURCE, course, cell_timeout=30)
     new = _course(course)
     assert new["grade cells"] == _course(template)["grade cells"] and new["students"] == [] and len(new["grade cells"]) > 10
     assert _names(new) == _names(_course(template))
     assert (course / "release" / ASSIGNMENT / SOURCE.name).exists()
+    assert sorted(generated) == [".template", "course"], generated
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "tinytorch") as gb:
         gb.add_student("alice")                              # graded in the first run
+    generated.clear()
     template = create_gradebooks(SOURCE, course, cell_timeout=30)
     again = _course(course)
     assert again == {**new, "students": ["alice"]}, again
     assert _course(template)["grade cells"] == new["grade cells"] and _names(_course(template)) == _names(new)
+    assert generated == ["course"], f"the template, still as generated from the same source, is kept: {generated}"
+
+
+def test_a_course_graded_again_generates_only_what_changed(tmp_path, monkeypatch):
+    "Nothing changed: no `generate_assignment`; a template gradebook changed by hand (or cut short) is generated again."
+    course = tmp_path / "course"
+    template = create_gradebooks(SOURCE, course, cell_timeout=30)
+    first = _course(template)
+    generated = _generations(monkeypatch)
+    create_gradebooks(SOURCE, course, cell_timeout=30)
+    assert generated == [], generated
+    db = template / "gradebook.db"
+    db.write_bytes(db.read_bytes() + b"changed")
+    create_gradebooks(SOURCE, course, cell_timeout=30)
+    assert generated == [".template"], generated
+    assert _course(template) == first and (course / "gradebook.db").exists()
+    (course / "release" / ASSIGNMENT / SOURCE.name).unlink()        # the master's release, removed by hand
+    create_gradebooks(SOURCE, course, cell_timeout=30)
+    assert generated == [".template", "course"] and (course / "release" / ASSIGNMENT / SOURCE.name).exists(), generated
 
 
 def _names(course: dict) -> list:

@@ -5,6 +5,8 @@
 # %% ../../nbs/93c_gradebook.ipynb #imports
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import sys
@@ -13,36 +15,97 @@ from pathlib import Path
 
 from .assignments import run_nbgrader, write_course
 from .grade_table import Part, StudentResult, import_score, settle_statuses
-from .notebooks import cell_source, read_nb, strip_hidden_tests, write_nb
-from .vocabulary import CourseLayout, PartStatus, open_gradebook
+from .notebooks import cell_source, read_nb, strip_hidden_tests, write_nb, writes_nb
+from .vocabulary import CourseLayout, PartStatus, atomic_write, open_gradebook
 
 # %% auto #0
-__all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'read_copy_grades',
-           'gradebook_auto_score', 'merge_into_gradebook', 'GradebookGuard', 'read_gradebook', 'set_late_penalties',
-           'gradebook_students', 'copy_submissions']
+__all__ = ['generation_inputs', 'create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path',
+           'read_copy_grades', 'gradebook_auto_score', 'merge_into_gradebook', 'GradebookGuard', 'read_gradebook',
+           'set_late_penalties', 'gradebook_students', 'copy_submissions']
+
+# %% ../../nbs/93c_gradebook.ipynb #generation-inputs
+_GENERATION_TOOLS = ('tinytorch', 'nbgrader', 'nbconvert', 'nbformat', 'sqlalchemy', 'alembic')
+
+def generation_inputs(name: str, notebook: bytes, config: bytes) -> str:
+    """A digest of what `nbgrader generate_assignment` makes a gradebook from: the notebook `name` and its bytes, the
+    course's `nbgrader_config.py` and the versions of the tools that write the gradebook."""
+    from importlib.metadata import version
+    parts = [name.encode(), notebook, config, *(f'{tool}=={version(tool)}'.encode() for tool in _GENERATION_TOOLS)]
+    return hashlib.sha256(b''.join(hashlib.sha256(p).digest() for p in parts)).hexdigest()
+
+# %% ../../nbs/93c_gradebook.ipynb #sha256
+def _sha256(path: Path) -> str | None:
+    "The SHA-256 of the file at `path`; None when there is no such file."
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+# %% ../../nbs/93c_gradebook.ipynb #generated-record
+_GENERATED = '.generated.json'    # in the course folder: what each gradebook was generated from, what it left
+
+def _read_generated(course_dir: Path) -> dict:
+    "The course's record of its generated gradebooks: {'master'|'template': entry}; {} when there is none to read."
+    try:
+        record = json.loads((course_dir / _GENERATED).read_text(encoding='utf-8'))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+# %% ../../nbs/93c_gradebook.ipynb #still-generated
+def _generation(folder: Path, inputs: str, files: list) -> dict:
+    "The record entry of a generation from `inputs` in `folder`: the SHA-256 of each of its `files` (paths in it)."
+    return {'inputs': inputs, 'files': {f: _sha256(folder / f) for f in files}}
+
+def _still_generated(folder: Path, entry, inputs: str, files: list) -> bool:
+    "Whether `folder` holds, byte for byte, every one of `files` that a generation from `inputs` left (`entry`)."
+    return (isinstance(entry, dict) and entry.get('inputs') == inputs and None not in entry.get('files', {}).values()
+            and entry == _generation(folder, inputs, files))
+
+# %% ../../nbs/93c_gradebook.ipynb #template-course
+def _visible_source(source: Path) -> str:
+    "The text of the notebook `source` with its hidden tests taken out: what the template is generated from."
+    visible = read_nb(source)
+    for cell in visible['cells']:
+        cell['source'] = strip_hidden_tests(cell_source(cell))
+    return writes_nb(visible)
+
+def _lay_out_template(template: Path, config: Path, name: str, visible: str):
+    "A new template course in `template` (anything there before removed): `config` and the notebook `name`, `visible`."
+    if template.exists():
+        shutil.rmtree(template)
+    notebook = CourseLayout(template).source_notebook(Path(name).stem)
+    notebook.parent.mkdir(parents=True)
+    shutil.copy(config, template)
+    notebook.write_text(visible, encoding='utf-8')
+
+# %% ../../nbs/93c_gradebook.ipynb #generate
+def _generate(folders: list, assignment: str):
+    "`nbgrader generate_assignment` in each course of `folders`, side by side; RuntimeError naming the first that failed."
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda folder: run_nbgrader(folder, 'generate_assignment', assignment, '--force'), folders))
+    for folder, run in zip(folders, runs):
+        if run.returncode != 0:
+            raise RuntimeError(f"nbgrader generate_assignment failed in {folder}:\n{run.stderr[-2000:]}")
 
 # %% ../../nbs/93c_gradebook.ipynb #courses
 def create_gradebooks(source: Path, course_dir: Path, cell_timeout: int) -> Path:
     """The master course in `course_dir` (source notebook and gradebook) and a template course with no students
-    in `course_dir/.template`, built from `source` with its hidden tests taken out; returns the template folder."""
+    in `course_dir/.template`, built from `source` with its hidden tests taken out; returns the template folder.
+    A gradebook still as generated from the same inputs (`.generated.json`) is kept instead of generated again."""
     write_course(course_dir, [source], cell_timeout)
-    template = course_dir / '.template'
-    if template.exists():
-        shutil.rmtree(template)
-    CourseLayout(template).source(source.stem).mkdir(parents=True)
-    shutil.copy(CourseLayout(course_dir).config, template)
-    visible = read_nb(source)
-    for cell in visible['cells']:
-        cell['source'] = strip_hidden_tests(cell_source(cell))
-    write_nb(visible, CourseLayout(template).source_notebook(source.stem))
-    with ThreadPoolExecutor(2) as pool:     # the master's gradebook keeps its students (a course graded before)
-        runs = list(pool.map(lambda folder: run_nbgrader(folder, 'generate_assignment', source.stem, '--force'),
-                             (course_dir, template)))
-    for folder, run in zip((course_dir, template), runs):
-        if run.returncode != 0:
-            raise RuntimeError(f"nbgrader generate_assignment failed in {folder}:\n{run.stderr[-2000:]}")
-    for folder in ('source', 'release'):     # only the config and the gradebook are ever copied from here
+    master, template, stem = CourseLayout(course_dir), course_dir / '.template', source.stem
+    visible, config = _visible_source(source), master.config.read_bytes()
+    inputs = {'master': generation_inputs(source.name, master.source_notebook(stem).read_bytes(), config),
+              'template': generation_inputs(source.name, visible.encode('utf-8'), config)}
+    files = {'master': ['gradebook.db', f'release/{stem}/{source.name}'], 'template': ['gradebook.db', 'nbgrader_config.py']}
+    folders = {'master': course_dir, 'template': template}
+    record = _read_generated(course_dir)
+    stale = [k for k in folders if not _still_generated(folders[k], record.get(k), inputs[k], files[k])]
+    if 'template' in stale:
+        _lay_out_template(template, master.config, source.name, visible)
+    _generate([folders[k] for k in stale], stem)     # the master's gradebook keeps its students (a course graded before)
+    for folder in ('source', 'release') if 'template' in stale else ():    # only the config and the gradebook are copied
         shutil.rmtree(template / folder)
+    with atomic_write(course_dir / _GENERATED) as f:
+        json.dump({k: _generation(folders[k], inputs[k], files[k]) if k in stale else record[k] for k in folders}, f, indent=1)
     return template
 
 # %% ../../nbs/93c_gradebook.ipynb #copy
