@@ -258,6 +258,22 @@ def test_prairielearn_question_enables_external_grading(built):
     assert not find_leaks(SECRETS, (built["prairielearn"] / "image" / "package" / "tinytorch" / "core" / "embeddings.py").read_text())
 
 
+@pytest.mark.parametrize("target", list(RUNNERS))
+def test_the_grader_ships_its_course_with_both_gradebooks_generated(target, built, tmp_path, monkeypatch):
+    """Each grader ships the course its runs grade in, both gradebooks generated when it was built: a run's copy of it
+    generates nothing; the template holds no hidden test and no solution line."""
+    from tinytorch.course import gradebook
+    grader = built[target] / ("grader" if target == "gradescope" else "questions/11_embeddings/tests/grader")
+    config = json.loads((grader / "config.json").read_text())
+    shutil.copytree(grader / "course", tmp_path / "course")
+    generated = []
+    monkeypatch.setattr(gradebook, "run_nbgrader", lambda folder, *args, **kwargs: generated.append(folder))
+    template = gradebook.create_gradebooks(grader / "nbs" / NAME, tmp_path / "course", config["cell_timeout"])
+    assert generated == [], f"a platform run would generate {generated}"
+    text = "\n".join(p.read_bytes().decode("utf-8", "replace") for p in template.rglob("*") if p.is_file())
+    assert "gradebook.db" in os.listdir(template) and not find_leaks(secret_lines(SOURCE), text)
+
+
 # ---------------------------------------------------------------- the scores, against tinytorch grade
 
 @pytest.mark.parametrize("student", [*PAIR, *MORE])

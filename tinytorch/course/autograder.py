@@ -16,13 +16,14 @@ from pathlib import Path
 
 from .assignments import graded_parts
 from .errors import BadInput, OutputInTheWay
+from .gradebook import create_gradebooks
 from .grading_inputs import exported_module, grading_package
 from .notebooks import find_notebook, read_nb
 
 # %% auto #0
 __all__ = ['PLATFORMS', 'HIDDEN_TESTS', 'GRADER_PYTHON', 'CONFIG_FORMAT', 'PRAIRIELEARN_IMAGE', 'Platform', 'GraderOptions',
-           'grading_requirements', 'grader_python', 'write_grader_files', 'write_package', 'write_gradescope',
-           'write_prairielearn', 'write_autograder']
+           'grading_requirements', 'grader_python', 'write_grader_files', 'write_package', 'write_grader_course',
+           'write_gradescope', 'write_prairielearn', 'write_autograder']
 
 # %% ../../nbs/95_autograder.ipynb #platforms
 @dataclass(frozen=True)
@@ -132,6 +133,14 @@ def write_package(dest: Path, module: str) -> Path:
                                                                  dependencies=json.dumps(base)), encoding='utf-8')
     return Path(dest)
 
+# %% ../../nbs/95_autograder.ipynb #grader-course
+def write_grader_course(grader: Path) -> Path:
+    """`grader/course/`: the course a platform run grades in, its master and template gradebooks generated now, from the
+    notebook and options in `grader/`; a run copies it and generates only what no longer matches (`create_gradebooks`)."""
+    config = json.loads((grader / 'config.json').read_text(encoding='utf-8'))
+    create_gradebooks(grader / 'nbs' / config['notebook'], grader / 'course', config['cell_timeout'])
+    return grader / 'course'
+
 # %% ../../nbs/95_autograder.ipynb #setup-sh
 _SETUP_SH = '''#!/usr/bin/env bash
 # Gradescope runs this once, as root, while it builds the autograder's image (Ubuntu, 22.04 by default).
@@ -186,8 +195,9 @@ def _zip_folder(folder: Path, dest: Path) -> Path:
 
 # %% ../../nbs/95_autograder.ipynb #gradescope
 def write_gradescope(module, nbs_dir, folder: Path, options: GraderOptions) -> Path:
-    "The unzipped autograder in the new `folder`: setup.sh, run_autograder, grader/ (with requirements and package)."
+    "The unzipped autograder in the new `folder`: setup.sh, run_autograder, grader/ (with its course, requirements, package)."
     grader = write_grader_files(module, nbs_dir, folder, options)
+    write_grader_course(grader)
     (grader / 'requirements.txt').write_text('\n'.join(grading_requirements()) + '\n', encoding='utf-8')
     write_package(grader / 'package', json.loads((grader / 'config.json').read_text())['exports'])
     major, minor = grader_python()
@@ -238,6 +248,7 @@ def write_prairielearn(module, nbs_dir, folder: Path, options: GraderOptions, im
     stem = find_notebook(module, nbs_dir).stem
     question = folder / 'questions' / stem
     grader = write_grader_files(module, nbs_dir, question / 'tests', options)
+    write_grader_course(grader)
     notebook = json.loads((grader / 'config.json').read_text())['notebook']
     info = {'uuid': str(uuid.uuid5(uuid.NAMESPACE_URL, f'tinytorch/{stem}')), 'title': f'{stem}: the notebook',
             'topic': stem, 'type': 'v3', 'singleVariant': True, 'gradingMethod': 'External',

@@ -209,6 +209,8 @@ def grade_submission(grader: Path, config: dict, notebook: Path, log=print) -> t
         folder = Path(tmp) / 'submissions' / 'student'
         folder.mkdir(parents=True)
         shutil.copyfile(notebook, folder / config['notebook'])
+        if (grader / 'course').is_dir():          # generated when the grader was built (`write_grader_course`)
+            shutil.copytree(grader / 'course', Path(tmp) / 'course')
         results, csv_path = grade(config['module'], folder.parent, grader / 'nbs', Path(tmp) / 'course',
                                   cell_timeout=config['cell_timeout'], wall_seconds=config['wall_seconds'],
                                   sandbox=config['sandbox'], log=log)
