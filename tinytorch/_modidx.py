@@ -568,6 +568,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                         'tinytorch/course/feedback.py'),
                                            'tinytorch.course.feedback._feedback_header': ( 'feedback.html#_feedback_header',
                                                                                            'tinytorch/course/feedback.py'),
+                                           'tinytorch.course.feedback._highlighter': ( 'feedback.html#_highlighter',
+                                                                                       'tinytorch/course/feedback.py'),
                                            'tinytorch.course.feedback.feedback_exporter': ( 'feedback.html#feedback_exporter',
                                                                                             'tinytorch/course/feedback.py'),
                                            'tinytorch.course.feedback.own_page': ('feedback.html#own_page', 'tinytorch/course/feedback.py'),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import html
+import json
 from pathlib import Path
 
 from .gradebook import read_gradebook
@@ -37,15 +38,29 @@ def sanitize_for_feedback(nb: dict) -> dict:
 class _HighlightedCode(str):
     "A code cell's source as pygments' HTML: every character of the source escaped, so nothing for a cleaner to remove."
 
+# %% ../../nbs/93h_feedback.ipynb #highlighter
+@functools.lru_cache(maxsize=4)
+def _highlighter(lexer: str):
+    """nbconvert's `highlight_code` filter for `lexer`, its result a `_HighlightedCode`, remembered per source: most cells
+    of a class's notebooks are the same in every one, and pygments is a fifth of a page's rendering time."""
+    from nbconvert.filters.highlight import Highlight2HTML
+    highlight = Highlight2HTML(pygments_lexer=lexer)
+
+    @functools.lru_cache(maxsize=4096)
+    def remembered(source: str, language, metadata: str) -> _HighlightedCode:
+        return _HighlightedCode(highlight(source, language, json.loads(metadata)))
+
+    def highlight_code(source, language=None, metadata=None) -> _HighlightedCode:
+        return remembered(source, language, json.dumps(metadata, sort_keys=True))
+    return highlight_code
+
 # %% ../../nbs/93h_feedback.ipynb #exporter
 def feedback_exporter(lexer: str = 'ipython3'):
     """nbconvert's classic HTML exporter with `sanitize_html` on and the course's cleaner as its `clean_html`, which
     passes code cells' highlighted sources through untouched: pygments escapes every character of them."""
     from nbconvert import HTMLExporter
-    from nbconvert.filters.highlight import Highlight2HTML
-    highlight = Highlight2HTML(pygments_lexer=lexer)
     return HTMLExporter(template_name='classic', sanitize_html=True, filters={
-        'highlight_code': lambda *args, **kw: _HighlightedCode(highlight(*args, **kw)),
+        'highlight_code': _highlighter(lexer),
         'clean_html': lambda text: text if type(text) is _HighlightedCode else clean_html(text),
         'strip_files_prefix': strip_files_prefix_and_clean})
 
