@@ -13,7 +13,7 @@ and reports seconds per submission and the peak memory of the grader and everyth
 (DIR, with its own `.venv`, e.g. the main branch), side by side (the order swapped each round), each also once
 with nobody to grade (its fixed cost per run), and reports the CPU seconds of everything each run started
 (counted in a cgroup, as bench_shards.py does) and its wall time: per submission after the fixed cost, and the
-ratio this / other.
+ratio this / other; then the same class graded again in the same course folder (what an instructor's re-run costs).
 
 Submissions are generated from the real release (full-marks solutions, untouched releases and a
 broken function, in rotation). Prints a table; writes benchmarks/results/grading.json.
@@ -125,7 +125,7 @@ def compare_trees(other: Path, n: int, rounds: int):
     from bench_shards import CpuMeter, LoadSampler
     from tinytorch.course.shards import shard_of
     trees = {"this": ROOT, "other": Path(other).resolve()}
-    runs = {name: {"fixed": [], "class": []} for name in trees}
+    runs = {name: {"fixed": [], "class": [], "again": []} for name in trees}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         students = make_submissions(work / "submissions", n)
@@ -135,28 +135,33 @@ def compare_trees(other: Path, n: int, rounds: int):
                 tree = trees[name]
                 base = [str(tree / ".venv" / "bin" / "tinytorch"), "grade", "11", "submissions", "--nbs",
                         str(tree / "nbs"), "--jobs", "1"]
-                for kind, extra in (("fixed", ["--shard", f"{empty}/99"]), ("class", [])):
+                for kind, extra in (("fixed", ["--shard", f"{empty}/99"]), ("class", []), ("again", [])):
+                    course = f"c-{name}-{'class' if kind == 'again' else kind}-{r}"    # again: the class's course, re-run
                     with CpuMeter() as meter, LoadSampler() as load:
                         start = time.perf_counter()
-                        run = subprocess.run(meter.wrap(base + ["--course", f"c-{name}-{kind}-{r}", *extra]), cwd=work,
+                        run = subprocess.run(meter.wrap(base + ["--course", course, *extra]), cwd=work,
                                              capture_output=True, text=True)
                         seconds, cpu = time.perf_counter() - start, meter.seconds()
                     assert run.returncode == 0, f"{name} {kind}: exit {run.returncode}\n{run.stdout[-1500:]}\n{run.stderr[-1500:]}"
                     runs[name][kind].append({"cpu": cpu, "wall": seconds, "load": load.summary()})
     print(f"tinytorch grade --jobs 1, {n} submissions of 11_embeddings, {rounds} round(s); isolation: {isolation_level()}")
     print(f"this = {ROOT}, other = {trees['other']}")
-    print(f"{'tree':<6} {'round':>5} {'fixed CPU s':>11} {'class CPU s':>11} {'CPU s/sub':>9} {'wall s/sub':>10}   load")
+    print(f"{'tree':<6} {'round':>5} {'fixed CPU s':>11} {'class CPU s':>11} {'again CPU s':>11} {'CPU s/sub':>9} "
+          f"{'wall s/sub':>10}   load")
     per_sub = {name: [] for name in trees}
     for name in trees:
-        for r, (f, c) in enumerate(zip(runs[name]["fixed"], runs[name]["class"])):
+        for r, (f, c, a) in enumerate(zip(runs[name]["fixed"], runs[name]["class"], runs[name]["again"])):
             cpu_sub, wall_sub = (c["cpu"] - f["cpu"]) / n, (c["wall"] - f["wall"]) / n
             per_sub[name].append(cpu_sub)
-            print(f"{name:<6} {r:>5} {f['cpu']:>11.1f} {c['cpu']:>11.1f} {cpu_sub:>9.2f} {wall_sub:>10.2f}   {c['load']}")
+            print(f"{name:<6} {r:>5} {f['cpu']:>11.1f} {c['cpu']:>11.1f} {a['cpu']:>11.1f} {cpu_sub:>9.2f} {wall_sub:>10.2f}"
+                  f"   {c['load']}")
     med = {name: sorted(v)[len(v) // 2] for name, v in per_sub.items()}
     fixed = {name: sorted(x["cpu"] for x in runs[name]["fixed"])[rounds // 2] for name in trees}
+    again = {name: sorted(x["cpu"] for x in runs[name]["again"])[rounds // 2] for name in trees}
     print(f"CPU s per submission (median): this {med['this']:.2f}, other {med['other']:.2f}, "
           f"this / other {med['this'] / med['other']:.2f}x; fixed CPU s per run: this {fixed['this']:.1f}, "
-          f"other {fixed['other']:.1f} ({fixed['this'] / fixed['other']:.2f}x)")
+          f"other {fixed['other']:.1f} ({fixed['this'] / fixed['other']:.2f}x); the class graded again in its course: "
+          f"this {again['this']:.1f}, other {again['other']:.1f} CPU s ({again['this'] / again['other']:.2f}x)")
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / "grading_compare.json").write_text(json.dumps({"n": n, "trees": {k: str(v) for k, v in trees.items()},
