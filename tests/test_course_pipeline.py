@@ -66,7 +66,9 @@ def one_job(tmp_path_factory, released, source):
     it first): it works while the class's SIGINT-proof loop only waits out its wall-clock limit. (the grading process,
     its folder)"""
     base = tmp_path_factory.mktemp("one-job")
-    write_submissions(base / "submissions", released[0], source, ONE_JOB, whole_lesson=WHOLE_LESSON)   # as handed in
+    # without the lesson's demonstration cells (the class has the whole lesson): they earn no points, so the grades
+    # are the class's all the same
+    write_submissions(base / "submissions", released[0], source, ONE_JOB, whole_lesson=())
     cli = Path(sys.executable).parent / "tinytorch"       # the console script from pyproject.toml
     with open(base / "output.txt", "w") as output:      # a file, not a pipe: nothing blocks it while nobody reads
         proc = subprocess.Popen([cli, "grade", "11", "submissions", "--course", "course", "--nbs", NBS, "--jobs", "1",

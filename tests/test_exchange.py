@@ -19,7 +19,7 @@ from requirements import require
 
 require("nbgrader")
 
-from course_scenarios import build  # noqa: E402
+from course_scenarios import build, demo_cells, without_demos  # noqa: E402
 from tinytorch.course.assignments import run_nbgrader, write_course  # noqa: E402
 from tinytorch.course.leaks import find_leaks, secret_lines  # noqa: E402
 from lms_importers import read_canvas_import  # noqa: E402
@@ -117,7 +117,10 @@ def _run_term(students: dict, base: Path) -> dict:
     ok(run_nbgrader(course, "release_assignment", ASSIGNMENT))
     exchange_args = ("--course", COURSE_ID, f"--Exchange.root={exchange}")
     released = json.loads((course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
-    solved = build(released, json.loads(SOURCE.read_text()), {"course": str(graded), "submissions": str(base)})["reference"]
+    # the students' own work, handed in without the lesson's demonstration cells: this term checks the exchange
+    # around grading, not the lesson
+    solved = without_demos(build(released, json.loads(SOURCE.read_text()), {"course": str(graded), "submissions": str(base)})
+                           ["reference"], demo_cells(released))
     submitted_at = {}
 
     def hand_in(who: str):

@@ -1,7 +1,11 @@
-"""`tinytorch grade --jobs 2` on a class with one runaway of each kind (memory, processes, disk, /tmp), as root and
-as a user who is not root: honest submissions keep full marks, each runaway is stopped at its limit and named in
-its row, the graders' memory stays under jobs x limit + the grader's own, and nothing is left on disk."""
+"""`tinytorch grade --jobs 2` in its sandbox, run as an instructor would, on one class graded from a private (mode 700)
+folder as root and as a user who is not root. The class holds a runaway of each kind (memory, processes, disk, /tmp):
+honest submissions keep full marks, each runaway is stopped at its limit and named in its row, the graders' memory stays
+under jobs x limit + the grader's own, and nothing is left on disk. It also holds a vandal and a snoop: nothing outside
+the vandal's own work folder changes, and the snoop reads no course file and reaches no network.
+(tests/test_grading_sandbox.py: the refusal when no sandbox can be had, and `--no-sandbox`.)"""
 import csv
+import hashlib
 import json
 import os
 import re
@@ -17,14 +21,16 @@ from requirements import require
 
 require("nbgrader")
 
-from course_scenarios import runaway_report  # noqa: E402
+from course_scenarios import runaway_report, vandal_report  # noqa: E402
 from test_grading_sandbox import (  # noqa: E402,F401  (`released` is a fixture)
-    INSTRUCTOR_UID, TESTS, grade_command, make_class, needs_bwrap, needs_root, released, venv_copy,
+    INSTRUCTOR_UID, SOURCE, STUDENTS, TESTS, digest, grade_command, make_class, released, venv_copy,
 )
+from tinytorch.course.leaks import find_leaks, secret_lines  # noqa: E402
 from tinytorch.course.limits import tree_memory  # noqa: E402
 
 HONEST = ["reference", "honest-tmp"]
 RUNAWAYS = ["runaway-memory", "runaway-processes", "runaway-disk", "runaway-tmp"]
+CLASS = list(dict.fromkeys(HONEST + RUNAWAYS + STUDENTS))      # STUDENTS: the vandal, the snoop and their classmates
 JOBS, MEMORY, PROCESSES, DISK = 2, 1536 << 20, 128, 256 << 20
 LIMITS = ["--memory", "1536M", "--processes", str(PROCESSES), "--disk", "256M",
           "--cell-timeout", "120", "--wall-seconds", "900"]      # hang guards only: a busy machine is slow
@@ -65,13 +71,15 @@ def grade_sampled(python, c: dict, user=None, env=None) -> dict:
 
 
 def graded_class(base: Path, released: dict, user=None) -> dict:
-    c = make_class(base, released, HONEST + RUNAWAYS, whole_lesson=HONEST)    # the whole lesson, within the limits
-    python = venv_copy(base / "venv")
-    if user is not None:
+    c = make_class(base, released, CLASS, whole_lesson=HONEST)    # the honest ones: the whole lesson, within the limits
+    python = venv_copy(base / "venv")            # a venv the unprivileged grading ids can't even reach
+    if user is not None:                         # the instructor's own private folder
         for path in [base, *base.rglob("*")]:
             if "venv" not in path.relative_to(base).parts:
                 os.chown(path, user, user, follow_symlinks=False)
+    before = {"subs": digest(c["subs"]), "repo": digest(c["repo"])}
     run = grade_sampled(python, c, user=user, env={"HOME": str(base)} if user else None)
+    run.update(user=user, before=before, c=c)
     run["left_in_work"] = sorted(str(p) for p in (base / "work").iterdir())
     run["processes_left"] = processes_in(base)
     run["course"] = c["course"]
@@ -135,6 +143,46 @@ def test_memory_stays_under_jobs_times_the_limit_and_nothing_is_left(graded):
     assert 0 < graded["all"] < bound, (graded["all"] >> 20, bound >> 20)
     assert graded["left_in_work"] == [], graded["left_in_work"]
     assert graded["processes_left"] == [], graded["processes_left"]                  # no grading process lives on
+
+
+def test_the_sandbox_is_said_and_as_root_each_submission_runs_as_an_unprivileged_user(graded):
+    assert "bubblewrap sandbox" in graded["stdout"], graded["stdout"]
+    if graded["user"] is None:
+        assert "unprivileged user id" in graded["stdout"], graded["stdout"]     # root: the uid layer as well
+    else:
+        assert "unprivileged user id" not in graded["stdout"], graded["stdout"]  # not root: the sandbox alone
+
+
+def test_a_vandal_changes_nothing_outside_its_own_work_folder(graded):
+    c, before, rows = graded["c"], graded["before"], graded["rows"]
+    got = {s: {r["part"]: float(r["points"]) for r in rows if r["student"] == s and r["kind"] == "test"}
+           for s in STUDENTS}
+    assert got["reference"] == TESTS == got["snoop"], got
+    vandal = {r["status"] for r in rows if r["student"] == "vandal"}
+    assert vandal <= {"failed", "flagged"}, vandal             # it overwrote its own gradebook copy: loudly
+    assert got["broken-sinusoid"] == {**TESTS, "test_sinusoidal_table": 0.0}, got["broken-sinusoid"]
+    assert {r["status"] for r in rows if r["student"] in ("reference", "snoop") and r["kind"] == "test"} == {"graded"}
+    assert digest(c["subs"]) == before["subs"], "the submissions changed"
+    assert digest(c["repo"]) == before["repo"], "the repository (source notebook, package) changed"
+    frozen = c["course"] / "source" / "11_embeddings" / "11_embeddings.ipynb"   # the grader's copy of the source
+    assert hashlib.sha256(frozen.read_bytes()).hexdigest() == before["repo"]["nbs/11_embeddings.ipynb"], \
+        "the course's source notebook changed"
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{c['course'] / 'gradebook.db'}", "tinytorch") as gb:
+        assert {s.id for s in gb.students} == set(CLASS)
+        assert gb.find_submission("11_embeddings", "reference").score == sum(TESTS.values())
+
+
+def test_a_snoop_reads_no_course_file_reaches_no_network_and_prints_no_secret(graded):
+    snoop = json.loads((graded["course"] / "autograded" / "snoop" / "11_embeddings" / "11_embeddings.ipynb").read_text())
+    report = vandal_report(snoop)
+    assert report is not None, "the snoop's code never ran"
+    for item in report:
+        if item.startswith(("read ", "could not read ")) and not item.endswith("embeddings.py"):
+            assert item.startswith("could not read "), report
+    assert [i for i in report if i.startswith("network: ")] and "network: reached pypi.org" not in report, report
+    printed = "\n".join("".join(o.get("text", "")) for cell in snoop["cells"] for o in cell.get("outputs", []))
+    assert find_leaks(secret_lines(SOURCE), printed) == []         # no hidden test, no solution
 
 
 def processes_in(folder: Path) -> list:

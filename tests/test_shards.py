@@ -195,7 +195,7 @@ def recipes_run(tmp_path_factory, release_11):
                                 text=True)
 
     # the grade job's `run:` steps for shard 1, in order: the installers (recorded), then the grading, which runs
-    # at once with Slurm array task 2 and an empty shard, each in its own process
+    # at once with Slurm array task 2, an empty shard and one machine grading the whole class, each in its own process
     grade_steps = [s for s in grade_job["steps"] if "run" in s]
     setup = [run_step(s, 1) for s in grade_steps[:-1]]
     slurm_run = slurm / "shards" / "test-run"
@@ -204,14 +204,13 @@ def recipes_run(tmp_path_factory, release_11):
                "slurm task 2": start(["bash", SLURM], slurm, SLURM_ARRAY_TASK_ID="2", SLURM_CPUS_PER_TASK="2",
                                      RUN="shards/test-run", GRADE_ARGS=GRADE_ARGS),
                "empty shard": start([TINYTORCH, "grade", "11", "submissions", "--shard", f"{empty}/4",
-                                     "--course", "course-empty"], gha)}
+                                     "--course", "course-empty"], gha),
+               "single": start([TINYTORCH, "grade", "11", "submissions", "--course", "single", "--jobs", "2"], gha)}
     done = {}
     for name, p in running.items():
         out, err = p.communicate()
         done[name] = (p.returncode, out, err)
-    # one machine, the whole class
-    single = subprocess.run([TINYTORCH, "grade", "11", "submissions", "--course", "single", "--jobs", "2"],
-                            cwd=gha, env=env, capture_output=True, text=True)
+    single = subprocess.CompletedProcess(running["single"].args, *done.pop("single"))    # one machine, the whole class
 
     # the engines' transport: Actions' artifacts (upload paths, download layout), Slurm's shared disk
     shutil.copytree(slurm_run / "course-2", gha / "course-2")

@@ -5,7 +5,8 @@ was expected and what came back.
 One release is built; each wrong attempt is then exported the way `tinytorch grade` exports a
 submission (its `#| export` cells, in one file) and re-checked the way `tinytorch grade` re-checks it
 (`tinytorch.course.recheck`): the release's test cells run against that file in a fresh process. One
-attempt also goes through the real `tinytorch test 11` command, which runs the whole notebook in a kernel.
+attempt also goes through the real `tinytorch test 11` command, which runs the whole notebook in a kernel (handed in
+without the lesson's demonstration cells, which earn no points).
 
 `--nbs-dir DIR` takes the lesson from DIR instead of nbs/ (to check another version of its tests).
 """
@@ -20,7 +21,7 @@ from requirements import require
 
 require("nbgrader")
 
-from course_scenarios import edit, replace, solve  # noqa: E402
+from course_scenarios import demo_cells, edit, replace, solve, without_demos  # noqa: E402
 from tinytorch.course.assignments import graded_parts, release  # noqa: E402
 from tinytorch.course.recheck_run import exported_source  # noqa: E402
 from tinytorch.course.recheck import new_token, read_results, recheck_command, recheck_input, recheck_program  # noqa: E402
@@ -435,7 +436,7 @@ def test_a_wrong_attempt_loses_its_part_and_says_why(solved, tmp_path, name):
 def test_tinytorch_test_shows_the_message(solved, tmp_path):
     "The real student command: the missing √d scaling loses exactly its part, with a message that says why."
     notebook = tmp_path / "11_embeddings.ipynb"
-    notebook.write_text(json.dumps(mutate(solved, "missing √d scaling")), encoding="utf-8")
+    notebook.write_text(json.dumps(without_demos(mutate(solved, "missing √d scaling"), demo_cells(solved))), encoding="utf-8")
     out = subprocess.run([CLI, "test", "11", "--notebook", notebook], capture_output=True, text=True, timeout=900)
     assert out.returncode == 1, out.stdout + out.stderr
     lines = {line.split()[1]: line for line in out.stdout.splitlines() if line.strip().startswith(("PASS", "FAIL"))}
@@ -448,7 +449,7 @@ def test_tinytorch_test_shows_the_message(solved, tmp_path):
 def test_tinytorch_test_refuses_a_delegation(solved, tmp_path):
     "In the student's own kernel (the whole notebook, as `tinytorch test` runs it) a delegating exercise loses its part."
     notebook = tmp_path / "11_embeddings.ipynb"
-    notebook.write_text(json.dumps(mutate(solved, "scatter_add_rows delegates to the library")), encoding="utf-8")
+    notebook.write_text(json.dumps(without_demos(mutate(solved, "scatter_add_rows delegates to the library"), demo_cells(solved))), encoding="utf-8")
     out = subprocess.run([CLI, "test", "11", "--notebook", notebook], capture_output=True, text=True, timeout=900)
     assert out.returncode == 1, out.stdout + out.stderr
     lines = {line.split()[1]: line for line in out.stdout.splitlines() if line.strip().startswith(("PASS", "FAIL"))}
