@@ -7,6 +7,7 @@ import contextlib
 import csv
 import functools
 import http.server
+import io
 import json
 import shutil
 import signal
@@ -32,6 +33,16 @@ ASSIGNMENT = "11_embeddings"
 ANSWER = "reflect-a1"
 WAIT_S = 120
 PAGE = Path("feedback") / "hostile" / ASSIGNMENT / f"{ASSIGNMENT}.html"
+
+
+def _tinytorch(*args) -> tuple:
+    """(exit code, what it printed on stdout, on stderr) of `tinytorch ARGS...` run in this process: nbgrader and the
+    course modules are loaded once for the file, not once per command."""
+    from tinytorch.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +78,8 @@ def regraded(course):
         sub = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, "hostile")
         next(c for c in sub.comments if c.name == ANSWER).manual_comment = COMMENT
         gb.db.commit()
-    out = subprocess.run([CLI, "grades", "11", "--course", course], capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout + out.stderr
+    code, stdout, stderr = _tinytorch("grades", "11", "--course", course)
+    assert code == 0, stdout + stderr
     return course
 
 
@@ -343,10 +354,10 @@ def test_names_stay_text_in_every_csv_and_on_the_console(course, regraded, tmp_p
     files = {"grades": course / f"grades_{ASSIGNMENT}.csv", "final": course / f"final_grades_{ASSIGNMENT}.csv"}
     for kind in ("canvas", "moodle", "nbgrader"):
         files[kind] = tmp_path / f"{kind}.csv"
-        out = subprocess.run([CLI, "grades", "11", "--course", course, "--format", kind, "--roster",
-                              course.parent / "roster.csv", "--out", files[kind]], capture_output=True, text=True)
-        assert out.returncode == 0, out.stdout + out.stderr
-        assert "\x1b" not in out.stdout and "written with a quote in front" in out.stdout, out.stdout
+        code, stdout, stderr = _tinytorch("grades", "11", "--course", course, "--format", kind, "--roster",
+                                          course.parent / "roster.csv", "--out", files[kind])
+        assert code == 0, stdout + stderr
+        assert "\x1b" not in stdout and "written with a quote in front" in stdout, stdout
     for kind, path in files.items():
         cells = [c for line in csv.reader(open(path, encoding="utf-8")) for c in line]
         running = [c for c in cells if c[:1] in ("=", "+", "@") or (c[:1] == "-" and not c[1:].replace(".", "").isdigit())]

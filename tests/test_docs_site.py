@@ -334,20 +334,34 @@ def _ids(path, cache={}):
     return cache[path]
 
 
-def test_every_page_loads_with_images_and_working_links(site, server, browser):
+@pytest.fixture(scope="module")
+def visited(site, server, browser):
+    """Every page of the site opened once, in one browser page: what each check of a page needs, recorded while it
+    is loaded (the images, the internal links, the figures of the module pages) and every problem the browser saw."""
     site_dir = site["dir"]
     pages = sorted(p.relative_to(site_dir).as_posix() for p in site_dir.rglob("*.html"))
-    assert not [p for p in pages if p.startswith("_static/")], "theme template files were published as pages"
     viewer = _Page(browser, server)
-    linked, broken = set(), []
+    images, hrefs, figures = {}, {}, {}
     for rel in pages:
         page = viewer.open(rel)
-        images = page.eval_on_selector_all(
+        images[rel] = page.eval_on_selector_all(
             "img", "els => els.map(e => ({src: e.currentSrc || e.src, ok: e.complete && e.naturalWidth > 0, alt: e.alt}))")
-        for img in images:
+        hrefs[rel] = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+        if rel.startswith("modules/"):
+            figures[rel] = page.eval_on_selector_all("div.cell_output img", "els => els.map(e => e.alt)")
+    viewer.page.close()
+    return {"pages": pages, "images": images, "hrefs": hrefs, "figures": figures, "problems": viewer.problems}
+
+
+def test_every_page_loads_with_images_and_working_links(site, server, visited):
+    site_dir, pages = site["dir"], visited["pages"]
+    assert not [p for p in pages if p.startswith("_static/")], "theme template files were published as pages"
+    linked, broken = set(), []
+    for rel in pages:
+        for img in visited["images"][rel]:
             assert img["ok"], f"{rel}: image did not load: {img['src']}"
             assert img["alt"].strip(), f"{rel}: image without alt text: {img['src']}"
-        for href in page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)"):
+        for href in visited["hrefs"][rel]:
             if not href.startswith(server):
                 continue
             url = urllib.parse.urlsplit(href)
@@ -362,11 +376,10 @@ def test_every_page_loads_with_images_and_working_links(site, server, browser):
             fragment = urllib.parse.unquote(url.fragment)
             if fragment and target_file.suffix == ".html" and fragment not in _ids(target_file):
                 broken.append(f"{rel} -> {href} (no element with id {fragment!r})")
-    assert not viewer.problems, "\n".join(viewer.problems[:20])
+    assert not visited["problems"], "\n".join(visited["problems"][:20])
     assert not broken, "broken internal links:\n" + "\n".join(broken[:20])
     unreachable = sorted(set(pages) - linked - {"index.html"})
     assert not unreachable, f"pages no link leads to: {unreachable}"
-    viewer.page.close()
 
 
 def test_embeddings_page_shows_heatmap_and_api(site, server, browser):
@@ -403,18 +416,15 @@ def _fig_alts(notebook):
     return [m.group(1).strip() for c in cells for m in [re.search(r"^#\|\s*fig-alt:\s*(.+)$", _source(c), re.M)] if m]
 
 
-def test_each_figure_has_the_alt_text_its_notebook_gives(site, server, browser):
-    viewer = _Page(browser, server)
+def test_each_figure_has_the_alt_text_its_notebook_gives(site, visited):
     seen = 0
     for page_file in sorted((site["dir"] / "modules").glob("*.html")):
         expected = _fig_alts(NBS / (page_file.stem + ".ipynb"))
-        page = viewer.open(f"modules/{page_file.name}")
-        figures = page.eval_on_selector_all("div.cell_output img", "els => els.map(e => e.alt)")
+        figures = visited["figures"][f"modules/{page_file.name}"]
         assert figures == expected, f"{page_file.name}: figures' alt text {figures} != the notebook's #| fig-alt {expected}"
         seen += len(figures)
     assert seen >= 6, f"only {seen} figures on the module pages"
-    assert not viewer.problems, "\n".join(viewer.problems)
-    viewer.page.close()
+    assert not visited["problems"], "\n".join(visited["problems"])
 
 
 def _search(viewer, query):

@@ -519,6 +519,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                        'tinytorch.course.docs._publish_pages': ('docs.html#_publish_pages', 'tinytorch/course/docs.py'),
                                        'tinytorch.course.docs._publish_site': ('docs.html#_publish_site', 'tinytorch/course/docs.py'),
                                        'tinytorch.course.docs._shown_code': ('docs.html#_shown_code', 'tinytorch/course/docs.py'),
+                                       'tinytorch.course.docs._source_map': ('docs.html#_source_map', 'tinytorch/course/docs.py'),
                                        'tinytorch.course.docs._sphinx_build': ('docs.html#_sphinx_build', 'tinytorch/course/docs.py'),
                                        'tinytorch.course.docs._stage': ('docs.html#_stage', 'tinytorch/course/docs.py'),
                                        'tinytorch.course.docs._strip_directives': ( 'docs.html#_strip_directives',

@@ -137,6 +137,15 @@ def _shown_code(cell: dict, role, directives: dict, tags: list, module: str) -> 
         cell['metadata']['mystnb'] = {'image': {'alt': alt}}    # MyST-NB's cell-level image options
     return cell
 
+# %% ../../nbs/94_docs.ipynb #source-map
+def _source_map(cells: list) -> list:
+    "Each cell's first line (from 0) with the cells' lines counted one after another: a notebook's MyST-NB `source_map`."
+    starts, line = [], 0
+    for cell in cells:
+        starts.append(line)
+        line += cell_source(cell).count('\n') + 1
+    return starts
+
 # %% ../../nbs/94_docs.ipynb #publish-2
 def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict:
     "The page version of an executed, prepared notebook of `tinytorch.<module>` (see the table above)."
@@ -161,6 +170,7 @@ def publish_notebook(nb: dict, module: str, targets: dict | None = None) -> dict
             out.append(_shown_code(cell, role, directives, tags, module))
     nb['cells'] = out
     nb['metadata'] = {k: v for k, v in nb.get('metadata', {}).items() if k in ('kernelspec', 'language_info')}
+    nb['metadata']['source_map'] = _source_map(out)
     return nb
 
 # %% ../../nbs/94_docs.ipynb #cli-intro
