@@ -11,7 +11,8 @@ The attackers, each a real submission of module 11 with every exercise solved:
 - `walker-import`: the same walk; outside the kernel it refuses to import, with what it found as the error.
 - `walker-exit`: the same walk; outside the kernel it writes what it found on stderr and ends the process.
 - `forger`: correct except for a bug only a hidden test finds; outside the kernel it makes every test cell a no-op.
-And one honest student, `odd-dim-cosines`, whose only bug is found by a hidden test alone.
+And one honest student, `odd-dim-cosines`, whose only bug is found by a hidden test alone: graded once per run with
+the platforms' scenarios (tests/conftest.py's `graded_more`), the same notebook the forger starts from.
 """
 import base64
 import html
@@ -27,7 +28,7 @@ from requirements import require
 
 require("nbgrader")
 
-from course_scenarios import MY_END, demo_cells, insert_cell, replace, solve, without_demos  # noqa: E402
+from course_scenarios import MY_END, demo_cells, insert_cell, odd_dim_cosines, replace, solve, without_demos  # noqa: E402
 from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
 from tinytorch.course.grade_table import HIDDEN_FAILED, grades_by_student  # noqa: E402
 
@@ -119,14 +120,12 @@ if "get_ipython" not in globals():
     import builtins
     builtins.exec = lambda *args, **kwargs: None     # every test cell the re-check runs now "passes"
 '''
-ODD_COSINES = ("sinusoidal", "np.cos(angles[:, :embedding_dim // 2])", "np.cos(angles[:, 1:] if embedding_dim % 2 else angles)")
-
 
 def attackers(released: dict, source: dict) -> dict:
     "student -> notebook of every attacker (without the lesson's demonstration cells)."
     solved = solve(released, source, own_words=True)
     after = "    " + MY_END
-    odd = replace(solved, *ODD_COSINES)
+    odd = odd_dim_cosines(solved)
     hook = insert_cell(solved, "why-md", "peek", _HOOK)
     hook["cells"].append({"cell_type": "code", "id": "print-leak", "metadata": {}, "execution_count": None,
                           "outputs": [], "source": _HOOK_PRINT})
@@ -134,8 +133,7 @@ def attackers(released: dict, source: dict) -> dict:
             "walker-message": replace(solved, "as-ids", after, after + "\n" + _MESSAGE),
             "walker-import": replace(solved, "as-ids", after, after + "\n" + _IMPORT),
             "walker-exit": replace(solved, "as-ids", after, after + "\n" + _EXIT),
-            "forger": replace(odd, "as-ids", after, after + "\n" + _FORGE),
-            "odd-dim-cosines": odd}
+            "forger": replace(odd, "as-ids", after, after + "\n" + _FORGE)}
     demos = demo_cells(released)
     return {s: without_demos(nb, demos) for s, nb in subs.items()}
 
@@ -174,6 +172,14 @@ def graded(release_11, tmp_path_factory) -> dict:
     return {"base": base, "course": course, "subs": subs, "stdout": run.stdout, "rows": grades_by_student(
         course / "grades_11_embeddings.csv"), "csv": (course / "grades_11_embeddings.csv").read_text(),
         "log": (course / "grades_11_embeddings.log").read_text()}
+
+
+@pytest.fixture(scope="module")
+def honest(graded_more) -> dict:
+    "`odd-dim-cosines` among the platforms' scenarios, graded once per run as an instructor grades (tests/conftest.py)."
+    course = graded_more / "course"
+    return {"course": course, "rows": grades_by_student(course / "grades_11_embeddings.csv"),
+            "csv": (course / "grades_11_embeddings.csv").read_text(), "log": (course / "grades_11_embeddings.log").read_text()}
 
 
 def log_entry(log: str, student: str) -> str:
@@ -229,7 +235,7 @@ def test_nothing_the_recheck_said_reaches_a_student(graded):
     assert graded["rows"]["walker-exit"]["test_lookup_rows"]["reason"].startswith("the re-check wrote no results file")
 
 
-def test_what_the_recheck_said_is_in_the_instructors_log_only(graded):
+def test_what_the_recheck_said_is_in_the_instructors_log_only(graded, honest):
     log = graded["log"]
     # the residual risk, measured: code in the re-check's process can read the tests it was handed...
     entry = log_entry(log, "walker-import")
@@ -237,17 +243,17 @@ def test_what_the_recheck_said_is_in_the_instructors_log_only(graded):
     assert found and find_leaks(HIDDEN, "\n".join(found)), entry[:800]
     # ... and its only ways out are the instructor's log and the pass/fail of each part
     assert "for you only" in entry
-    assert "odd dim, [3, 5]" in log_entry(log, "odd-dim-cosines"), "the instructor can't see why the hidden test failed"
-    assert "odd dim, [3, 5]" not in graded["csv"]
+    assert "odd dim, [3, 5]" in log_entry(honest["log"], "odd-dim-cosines"), "the instructor can't see why the hidden test failed"
+    assert "odd dim, [3, 5]" not in honest["csv"]
 
 
-def test_a_hidden_failure_scores_zero_and_says_only_so(graded):
-    rows = graded["rows"]["odd-dim-cosines"]
+def test_a_hidden_failure_scores_zero_and_says_only_so(honest):
+    rows = honest["rows"]["odd-dim-cosines"]
     part = rows["test_sinusoidal_table"]
     assert (part["status"], part["reason"], part["points"], part["score"]) == ("graded", HIDDEN_FAILED, "0", "0"), part
     others = [r for gid, r in rows.items() if r["kind"] == "test" and gid != "test_sinusoidal_table"]
     assert all(r["score"] == r["max_points"] and r["status"] == "graded" for r in others), others
-    page = (graded["course"] / "feedback" / "odd-dim-cosines" / "11_embeddings" / "11_embeddings.html").read_text()
+    page = (honest["course"] / "feedback" / "odd-dim-cosines" / "11_embeddings" / "11_embeddings.html").read_text()
     assert f"graded ({HIDDEN_FAILED})" in page and "odd dim, [3, 5]" not in page
 
 
