@@ -55,23 +55,19 @@ def test_a_new_course_and_a_course_graded_before(tmp_path, monkeypatch):
     assert _course(template)["grade cells"] == new["grade cells"] and _names(_course(template)) == _names(new)
     assert generated == ["course"], f"the template, still as generated from the same source, is kept: {generated}"
 
-
-def test_a_course_graded_again_generates_only_what_changed(tmp_path, monkeypatch):
-    "Nothing changed: no `generate_assignment`; a template gradebook changed by hand (or cut short) is generated again."
-    course = tmp_path / "course"
-    template = create_gradebooks(SOURCE, course, cell_timeout=30)
-    first = _course(template)
-    generated = _generations(monkeypatch)
+    # Graded again with nothing changed: no `generate_assignment`; a gradebook or release changed by hand (or cut
+    # short) is generated again.
+    generated.clear()
     create_gradebooks(SOURCE, course, cell_timeout=30)
     assert generated == [], generated
-    db = template / "gradebook.db"
+    first, db = _course(template), template / "gradebook.db"
     db.write_bytes(db.read_bytes() + b"changed")
     create_gradebooks(SOURCE, course, cell_timeout=30)
-    assert generated == [".template"], generated
-    assert _course(template) == first and (course / "gradebook.db").exists()
-    (course / "release" / ASSIGNMENT / SOURCE.name).unlink()        # the master's release, removed by hand
+    assert generated == [".template"] and _course(template) == first, generated
+    (course / "release" / ASSIGNMENT / SOURCE.name).unlink()
     create_gradebooks(SOURCE, course, cell_timeout=30)
     assert generated == [".template", "course"] and (course / "release" / ASSIGNMENT / SOURCE.name).exists(), generated
+    assert _course(course) == again
 
 
 def _names(course: dict) -> list:
