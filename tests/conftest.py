@@ -170,7 +170,8 @@ def _grade_pair(release_11: Path, base: Path) -> Path:
 def graded_more(release_11, tmp_path_factory) -> Path:
     """The scenarios of `course_scenarios.MORE` graded once per test run, `tinytorch grade 11 submissions --course course
     --jobs 2 --cell-timeout 30`, without the lesson's demonstration cells: the folder holding the graded `course/`.
-    The platforms' graders (tests/test_autograder.py, tests/test_autograder_install.py) are compared with its CSV."""
+    The platforms' graders (tests/test_autograder.py, tests/test_autograder_install.py) are compared with its CSV, and
+    tests/test_hidden_tests.py reads its odd-dim-cosines student (a hidden test that fails) from its course."""
     return built_once(tmp_path_factory, "graded-more", lambda base: _grade_more(release_11, base))
 
 
