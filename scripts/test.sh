@@ -12,6 +12,10 @@ start=$SECONDS
 VENV=$(scripts/setup_venv.sh dev)
 BIN="$VENV/bin"
 export MPLBACKEND=Agg
+# tinytorch's cache (generated gradebooks, tried graders) for this run only, shared by the notebooks and pytest
+TINYTORCH_CACHE=$(mktemp -d -t tinytorch-test-cache-XXXXXX)
+export TINYTORCH_CACHE
+trap 'rm -rf "$TINYTORCH_CACHE"' EXIT
 ok() { echo "ok   [$1] ($((SECONDS - start)) s)"; start=$SECONDS; }   # a stage passed, and how long it took
 ok "setup: tinytorch[dev] installed in $VENV"
 

@@ -33,11 +33,24 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):                # the main process (with pytest-xdist: not a worker)
         config.pluginmanager.register(DurationRecorder(config.getoption("--store-durations")), "tinytorch-durations")
+        _own_cache(config)
     root = config.getoption("--nb-package-root")
     if root:
         sys.path.insert(0, str(Path(root).resolve()))
         for name in [m for m in sys.modules if m == "tinytorch" or m.startswith("tinytorch.")]:
             del sys.modules[name]
+
+
+def _own_cache(config):
+    """tinytorch's cache (generated gradebooks, tried graders) in a folder of this test run, unless the run was given
+    one (scripts/test.sh shares one between the notebooks and pytest): never the user's own. Set before the workers
+    start, so they, and every command the tests run, use it; removed at the end when it was made here."""
+    if os.environ.get("TINYTORCH_CACHE"):
+        return
+    import shutil
+    import tempfile
+    os.environ["TINYTORCH_CACHE"] = folder = tempfile.mkdtemp(prefix="tinytorch-test-cache-")
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 import pytest  # noqa: E402

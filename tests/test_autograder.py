@@ -269,12 +269,13 @@ def test_prairielearn_question_enables_external_grading(built):
 def test_the_grader_ships_its_course_with_both_gradebooks_generated(target, built, tmp_path, monkeypatch):
     """Each grader ships the course its runs grade in, both gradebooks generated when it was built: a run's copy of it
     generates nothing; the template holds no hidden test and no solution line."""
-    from tinytorch.course import gradebook
+    from tinytorch.course import assignments, generation_cache, gradebook
     grader = built[target] / ("grader" if target == "gradescope" else "questions/11_embeddings/tests/grader")
     config = json.loads((grader / "config.json").read_text())
     shutil.copytree(grader / "course", tmp_path / "course")
     generated = []
-    monkeypatch.setattr(gradebook, "run_nbgrader", lambda folder, *args, **kwargs: generated.append(folder))
+    monkeypatch.setattr(assignments, "run_nbgrader", lambda folder, *args, **kwargs: generated.append(folder))
+    monkeypatch.setattr(generation_cache, "gradebook_cache", lambda: None)     # nothing copied from this machine's cache
     template = gradebook.create_gradebooks(grader / "nbs" / NAME, tmp_path / "course", config["cell_timeout"])
     assert generated == [], f"a platform run would generate {generated}"
     text = "\n".join(p.read_bytes().decode("utf-8", "replace") for p in template.rglob("*") if p.is_file())

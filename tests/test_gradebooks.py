@@ -23,15 +23,19 @@ def _course(folder: Path) -> dict:
                 "source cells": sorted((c.name, c.checksum) for c in nb.source_cells)}
 
 
-def _generations(monkeypatch) -> list:
-    "The course folders `create_gradebooks` runs `nbgrader generate_assignment` in from now on, by name, in order."
-    from tinytorch.course import gradebook
-    seen, run = [], gradebook.run_nbgrader
+def _generations(monkeypatch, cache: bool = False) -> list:
+    """The course folders nbgrader runs in from now on (`generate_assignment` runs it), by name, in order. Without
+    `cache`, no generation is copied from the cache of generated gradebooks (it is the course folder's own record
+    that is under test)."""
+    from tinytorch.course import assignments, generation_cache
+    seen, run = [], assignments.run_nbgrader
 
     def counted(folder, *args, **kwargs):
         seen.append(Path(folder).name)
         return run(folder, *args, **kwargs)
-    monkeypatch.setattr(gradebook, "run_nbgrader", counted)
+    monkeypatch.setattr(assignments, "run_nbgrader", counted)
+    if not cache:
+        monkeypatch.setattr(generation_cache, "gradebook_cache", lambda: None)
     return seen
 
 
@@ -85,3 +89,23 @@ def test_the_template_holds_no_hidden_test_and_no_solution(tmp_path):
     assert len(secrets) > 20 and find_leaks(secrets, text) == [], find_leaks(secrets, text)[:3]
     master = (tmp_path / "course" / "gradebook.db").read_bytes().decode("utf-8", "replace")
     assert find_leaks(secret_lines(SOURCE, solutions=False), master), "the master gradebook keeps the hidden tests"
+
+
+def test_a_new_course_from_inputs_generated_before_is_copied(tmp_path, monkeypatch):
+    """Two new courses from the same source, and the student release, with a cache of their own: the first course
+    runs nbgrader for both gradebooks, the second course and the release run it for none. The copies know what the
+    generated gradebooks know, and the release is the master course's, byte for byte."""
+    from tinytorch.course.assignments import release
+    monkeypatch.setenv("TINYTORCH_CACHE", str(tmp_path / "cache"))
+    generated = _generations(monkeypatch, cache=True)
+    first = create_gradebooks(SOURCE, tmp_path / "first", cell_timeout=30)
+    assert sorted(generated) == [".template", "first"], generated
+    second = create_gradebooks(SOURCE, tmp_path / "second", cell_timeout=30)
+    released = release(11, SOURCE.parent, tmp_path / "released", cell_timeout=30)
+    assert sorted(generated) == [".template", "first"], f"generated again: {generated}"
+    assert _course(tmp_path / "second") == _course(tmp_path / "first") and _course(second) == _course(first)
+    shipped = tmp_path / "first" / "release" / ASSIGNMENT / SOURCE.name
+    assert released.read_bytes() == shipped.read_bytes() == (tmp_path / "second" / shipped.relative_to(tmp_path / "first")).read_bytes()
+    # another cell timeout is another course configuration: generated, not copied
+    create_gradebooks(SOURCE, tmp_path / "third", cell_timeout=31)
+    assert sorted(generated) == [".template", ".template", "first", "third"], generated

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import BadInput
+from .generation_cache import cached_generation
 from .leaks import find_leaks, notebook_text, secret_lines
 from tinytorch.course.notebooks import (
     ANSWER_MARKER, EXPORT_DIRECTIVES, TEST_FUNC, cell_directives, cell_source, find_notebook, nbgrader_fields, read_nb,
@@ -22,7 +23,8 @@ from .vocabulary import BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, 
 
 # %% auto #0
 __all__ = ['SKIP_TAG', 'NBGRADER_CONFIG', 'MarkerError', 'cell_role', 'nbgrader_metadata', 'expected_metadata', 'sync_metadata',
-           'graded_parts', 'graded_notebooks', 'check_metadata', 'write_course', 'tool_env', 'run_nbgrader', 'release']
+           'graded_parts', 'graded_notebooks', 'check_metadata', 'write_course', 'tool_env', 'run_nbgrader',
+           'generate_assignment', 'release']
 
 # %% ../../nbs/91_assignments.ipynb #markers
 class MarkerError(BadInput):
@@ -205,13 +207,20 @@ def run_nbgrader(course_dir, *args, timeout: float | None = None) -> subprocess.
     cmd = [sys.executable, '-m', 'nbgrader', *map(str, args), f'--CourseDirectory.root={Path(course_dir).resolve()}']
     return subprocess.run(cmd, cwd=course_dir, capture_output=True, text=True, timeout=timeout, env=tool_env())
 
+# %% ../../nbs/91_assignments.ipynb #generate-assignment
+def generate_assignment(course_dir, assignment: str) -> subprocess.CompletedProcess:
+    """`nbgrader generate_assignment --force` of `assignment` in `course_dir`; in a new course, a copy of a generation
+    from the same inputs when one was kept (`cached_generation`)."""
+    run = lambda: run_nbgrader(course_dir, 'generate_assignment', assignment, '--force')
+    return cached_generation(course_dir, assignment, run)
+
 # %% ../../nbs/91_assignments.ipynb #release-2
 def release(module, nbs_dir, to, cell_timeout: int = 30) -> Path:
     "Write the student version of module `module` to folder `to`; return the notebook's path."
     source = find_notebook(module, nbs_dir)
     with tempfile.TemporaryDirectory(prefix='tinytorch-release-') as tmp:
         course = write_course(Path(tmp) / 'course', [source], cell_timeout)
-        result = run_nbgrader(course, 'generate_assignment', source.stem, '--force')
+        result = generate_assignment(course, source.stem)
         produced = CourseLayout(course).release(source.stem) / source.name
         if result.returncode != 0 or not produced.exists():
             raise RuntimeError(f"nbgrader generate_assignment failed for {source.name}:\n{result.stdout}\n{result.stderr}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from .autograder import GRADER_PYTHON
 from .autograder_run import SubmissionProblem, find_submission, load_config
 from .errors import BadInput, MissingInput, NotReady
+from .generation_cache import cache_root
 
 # %% auto #0
 __all__ = ['GRADER_VENV', 'platform_root', 'pip_settings', 'dockerfile_steps', 'install_gradescope', 'install_prairielearn',
@@ -288,8 +289,8 @@ def run_on_platform(target: str, grader: Path, image: Path, submission: Path | N
 
 # %% ../../nbs/95a_autograder_try.ipynb #default-cache
 def default_cache() -> Path:
-    "Where tried graders' installs are kept: $XDG_CACHE_HOME/tinytorch/graders (~/.cache/tinytorch/graders)."
-    return Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache') / 'tinytorch' / 'graders'
+    "Where tried graders' installs are kept: `cache_root()/graders` (~/.cache/tinytorch/graders unless moved)."
+    return cache_root() / 'graders'
 
 # %% ../../nbs/95a_autograder_try.ipynb #try
 def try_grader(target: str, grader, submission, cache=None, log=print) -> TryRun:

@@ -13,25 +13,16 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .assignments import run_nbgrader, write_course
+from .assignments import generate_assignment, write_course
+from .generation_cache import generation_key
 from .grade_table import Part, StudentResult, import_score, settle_statuses
 from .notebooks import cell_source, read_nb, strip_hidden_tests, write_nb, writes_nb
 from .vocabulary import CourseLayout, PartStatus, atomic_write, open_gradebook
 
 # %% auto #0
-__all__ = ['generation_inputs', 'create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path',
-           'read_copy_grades', 'gradebook_auto_score', 'merge_into_gradebook', 'GradebookGuard', 'read_gradebook',
-           'set_late_penalties', 'gradebook_students', 'copy_submissions']
-
-# %% ../../nbs/93c_gradebook.ipynb #generation-inputs
-_GENERATION_TOOLS = ('tinytorch', 'nbgrader', 'nbconvert', 'nbformat', 'sqlalchemy', 'alembic')
-
-def generation_inputs(name: str, notebook: bytes, config: bytes) -> str:
-    """A digest of what `nbgrader generate_assignment` makes a gradebook from: the notebook `name` and its bytes, the
-    course's `nbgrader_config.py` and the versions of the tools that write the gradebook."""
-    from importlib.metadata import version
-    parts = [name.encode(), notebook, config, *(f'{tool}=={version(tool)}'.encode() for tool in _GENERATION_TOOLS)]
-    return hashlib.sha256(b''.join(hashlib.sha256(p).digest() for p in parts)).hexdigest()
+__all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'read_copy_grades',
+           'gradebook_auto_score', 'merge_into_gradebook', 'GradebookGuard', 'read_gradebook', 'set_late_penalties',
+           'gradebook_students', 'copy_submissions']
 
 # %% ../../nbs/93c_gradebook.ipynb #sha256
 def _sha256(path: Path) -> str | None:
@@ -78,9 +69,9 @@ def _lay_out_template(template: Path, config: Path, name: str, visible: str):
 
 # %% ../../nbs/93c_gradebook.ipynb #generate
 def _generate(folders: list, assignment: str):
-    "`nbgrader generate_assignment` in each course of `folders`, side by side; RuntimeError naming the first that failed."
+    "`generate_assignment` in each course of `folders`, side by side; RuntimeError naming the first that failed."
     with ThreadPoolExecutor(2) as pool:
-        runs = list(pool.map(lambda folder: run_nbgrader(folder, 'generate_assignment', assignment, '--force'), folders))
+        runs = list(pool.map(lambda folder: generate_assignment(folder, assignment), folders))
     for folder, run in zip(folders, runs):
         if run.returncode != 0:
             raise RuntimeError(f"nbgrader generate_assignment failed in {folder}:\n{run.stderr[-2000:]}")
@@ -93,8 +84,8 @@ def create_gradebooks(source: Path, course_dir: Path, cell_timeout: int) -> Path
     write_course(course_dir, [source], cell_timeout)
     master, template, stem = CourseLayout(course_dir), course_dir / '.template', source.stem
     visible, config = _visible_source(source), master.config.read_bytes()
-    inputs = {'master': generation_inputs(source.name, master.source_notebook(stem).read_bytes(), config),
-              'template': generation_inputs(source.name, visible.encode('utf-8'), config)}
+    inputs = {'master': generation_key(stem, config, {source.name: master.source_notebook(stem).read_bytes()}),
+              'template': generation_key(stem, config, {source.name: visible.encode('utf-8')})}
     files = {'master': ['gradebook.db', f'release/{stem}/{source.name}'], 'template': ['gradebook.db', 'nbgrader_config.py']}
     folders = {'master': course_dir, 'template': template}
     record = _read_generated(course_dir)
