@@ -20,7 +20,7 @@ from requirements import require
 require("nbgrader")
 
 from course_scenarios import build, demo_cells, without_demos  # noqa: E402
-from tinytorch.course.assignments import run_nbgrader, write_course  # noqa: E402
+from tinytorch.course.assignments import generate_assignment, run_nbgrader, write_course  # noqa: E402
 from tinytorch.course.leaks import find_leaks, secret_lines  # noqa: E402
 from lms_importers import read_canvas_import  # noqa: E402
 
@@ -111,7 +111,7 @@ def _run_term(students: dict, base: Path) -> dict:
     os.chmod(exchange, 0o777)
     # The instructor's nbgrader course: the source, its release, and the exchange settings
     write_course(course, [SOURCE], cell_timeout=30)
-    ok(run_nbgrader(course, "generate_assignment", ASSIGNMENT, "--force"))
+    ok(generate_assignment(course, ASSIGNMENT))    # nbgrader generate_assignment, or its kept copy
     config = course / "nbgrader_config.py"
     config.write_text(config.read_text() + f"\nc.CourseDirectory.course_id = {COURSE_ID!r}\nc.Exchange.root = {str(exchange)!r}\n")
     ok(run_nbgrader(course, "release_assignment", ASSIGNMENT))
