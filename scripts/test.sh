@@ -3,7 +3,7 @@
 #   1. notebooks are clean (nbdev-clean changes nothing),
 #   2. tinytorch/ is in sync with the notebooks (nbdev-export changes nothing),
 #   3. every notebook runs top to bottom (nbdev-test),
-#   4. pytest (unit, property and parity tests, the notebooks' test cells against the package), on two workers
+#   4. pytest (unit, property and parity tests, the notebooks' test cells against the package), on three workers
 #      (PYTEST_WORKERS=1 for one).
 # Exits non-zero on the first failing stage.
 set -euo pipefail
@@ -40,12 +40,13 @@ check_unchanged "nbdev-export leaves tinytorch/ unchanged" "$BIN/nbdev-export"
 echo "...  [nbdev-test] running every notebook"
 "$BIN/nbdev-test" --n-workers 2
 ok "nbdev-test: every notebook runs"
-# Two workers (pytest-xdist), each test file on one of them, longest files first (the seconds pytest measured,
+# Three workers (pytest-xdist), each test file on one of them, longest files first (the seconds pytest measured,
 # tests/durations.json; `bash scripts/test.sh --store-durations` refreshes them): a file's module fixtures (a graded
-# class, a docs build) are built once, and one worker's waits (a kernel sleeping until its wall-clock limit, a Slurm
-# job, a pip install) overlap the other's work. A third worker on two cores was no faster from a fresh clone
-# (884 s of pytest against ~800 s). Session fixtures (the student release, the graded pair) are still built once
-# (tests/conftest.py).
-echo "...  [pytest] on ${PYTEST_WORKERS:-2} workers (the 20 slowest steps are listed at the end)"
-"$BIN/python" -m pytest -o addopts="" -q --durations=20 -n "${PYTEST_WORKERS:-2}" --dist loadfile \
+# class, a docs build) are built once, and one worker's waits (a kernel sleeping until a time limit, a Slurm job, a
+# page in the browser, a pip install) overlap the others' work. Most of a run is such waits since a new course copies
+# its generated gradebooks instead of generating them: on two cores, pytest took 407 s on three workers against
+# 621 s on two (the same commit, one run each). Session fixtures (the student release, the graded pair) are still
+# built once (tests/conftest.py).
+echo "...  [pytest] on ${PYTEST_WORKERS:-3} workers (the 20 slowest steps are listed at the end)"
+"$BIN/python" -m pytest -o addopts="" -q --durations=20 -n "${PYTEST_WORKERS:-3}" --dist loadfile \
   --no-loadscope-reorder "$@"
