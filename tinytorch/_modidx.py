@@ -755,6 +755,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                       'tinytorch/course/grading.py'),
                                           'tinytorch.course.grading.grade': ('grading.html#grade', 'tinytorch/course/grading.py'),
                                           'tinytorch.course.grading.grade_one': ('grading.html#grade_one', 'tinytorch/course/grading.py'),
+                                          'tinytorch.course.grading.kept_out': ('grading.html#kept_out', 'tinytorch/course/grading.py'),
                                           'tinytorch.course.grading.set_up_grading': ( 'grading.html#set_up_grading',
                                                                                        'tinytorch/course/grading.py'),
                                           'tinytorch.course.grading.write_feedback': ( 'grading.html#write_feedback',

@@ -18,6 +18,7 @@ from pathlib import Path
 from .assignments import secret_lines
 from .errors import MissingInput
 from .feedback import publish_feedback
+from .generation_cache import cache_root
 from tinytorch.course.grade_table import (
     HIDDEN_FAILED, UNSANDBOXED, StudentResult, import_total, settle_statuses, write_grades_csv, write_grading_log,
 )
@@ -39,7 +40,7 @@ from .untrusted_text import markdown_text, printable
 from .vocabulary import CourseLayout, PartStatus
 
 # %% auto #0
-__all__ = ['GradingSetup', 'grade_one', 'write_feedback', 'set_up_grading', 'grade']
+__all__ = ['GradingSetup', 'grade_one', 'write_feedback', 'kept_out', 'set_up_grading', 'grade']
 
 # %% ../../nbs/93_grading.ipynb #setup
 @dataclass
@@ -156,11 +157,21 @@ def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: s
                  "lateness." if result.seconds_late else '') + "\n\n" + '\n'.join(rows))
     return publish_feedback(nb, header, dest, hidden)
 
+# %% ../../nbs/93_grading.ipynb #kept-out
+def kept_out(*paths) -> tuple:
+    """What the sandbox never shows: `paths`, each as given and with its links resolved, and tinytorch's cache
+    (`cache_root`), where the master gradebooks kept for the next course hold every hidden test."""
+    try:
+        paths = (*paths, cache_root())
+    except RuntimeError:                          # no home folder, so no cache in it
+        pass
+    return tuple(sorted({q for p in paths for q in (os.path.abspath(p), os.path.realpath(p))}))
+
 # %% ../../nbs/93_grading.ipynb #prepare
 def set_up_grading(module, nbs_dir, course_dir, level: str, cell_timeout: int = 30, wall_seconds: float = 300,
                    hide=()) -> GradingSetup:
     """Master course (source + gradebook) in `course_dir`, a template gradebook with no students, and, unless the
-    isolation `level` is 'none', the sandbox every run gets (it never shows `nbs_dir`, `course_dir` or `hide`)."""
+    isolation `level` is 'none', the sandbox every run gets (it never shows `kept_out`: `nbs_dir`, `course_dir`, `hide`, the cache)."""
     source = find_notebook(module, nbs_dir)
     course_dir = Path(course_dir)
     template = create_gradebooks(source, course_dir, cell_timeout)
@@ -173,8 +184,8 @@ def set_up_grading(module, nbs_dir, course_dir, level: str, cell_timeout: int = 
     module_name = exported_module(source_nb, frozen.name)
     box = None
     if level != 'none':
-        hidden = {q for p in (nbs_dir, course_dir, source, *hide) for q in (os.path.abspath(p), os.path.realpath(p))}
-        box = Sandbox(tuple(sorted(hidden)), grading_package(module_name, work_root / 'package' / 'tinytorch'))
+        box = Sandbox(kept_out(nbs_dir, course_dir, source, *hide),
+                      grading_package(module_name, work_root / 'package' / 'tinytorch'))
     return GradingSetup(source.stem, frozen, source_nb, module_name, level, template, work_root, cell_timeout,
                         wall_seconds, box, program=recheck_program(frozen))
 
