@@ -46,10 +46,11 @@ nbdev_pid=$!
 # Three workers (pytest-xdist), each test file on one of them, longest files first (the seconds pytest measured,
 # tests/durations.json; `bash scripts/test.sh --store-durations` refreshes them): a file's module fixtures (a graded
 # class, a docs build) are built once, and one worker's waits (a kernel sleeping until a time limit, a Slurm job, a
-# page in the browser, a pip install) overlap the others' work. Most of a run is such waits since a new course copies
-# its generated gradebooks instead of generating them: on two cores, pytest took 407 s on three workers against
-# 621 s on two (the same commit, one run each). Session fixtures (the student release, the graded pair) are still
-# built once (tests/conftest.py).
+# page in the browser, a pip install) overlap the others' work. Since a new course copies its generated gradebooks
+# instead of generating them, a run uses about 1.7 of two cores on two workers; on three, pytest took 407, 688 and
+# 731 s, against 621 and 678 s on two (runs of the same code at different times: this machine's speed varies by
+# more than the difference). Session fixtures (the student release, the graded pair) are still built once
+# (tests/conftest.py).
 echo "...  [pytest] on ${PYTEST_WORKERS:-3} workers (the 20 slowest steps are listed at the end)"
 pytest_rc=0
 "$BIN/python" -m pytest -o addopts="" -q --durations=20 -n "${PYTEST_WORKERS:-3}" --dist loadfile \
