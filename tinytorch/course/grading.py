@@ -18,7 +18,6 @@ from pathlib import Path
 from .assignments import secret_lines
 from .errors import MissingInput
 from .feedback import publish_feedback
-from .generation_cache import cache_root
 from tinytorch.course.grade_table import (
     HIDDEN_FAILED, UNSANDBOXED, StudentResult, import_total, settle_statuses, write_grades_csv, write_grading_log,
 )
@@ -33,14 +32,14 @@ from .notebooks import NotebookError, find_notebook, read_nb, reads_nb
 from .provenance import clear_submissions, copied_reasons, notebook_digest, read_cleared, read_receipts
 from .recheck import RecheckFailed, recheck_program
 from .recheck_run import apply_recheck, flag_limit_hits, recheck_submission, stopped_by_limit
-from .sandbox import Sandbox, claimed_uids, isolation_level, run_isolated, was_killed
+from .sandbox import Sandbox, claimed_uids, kept_out, isolation_level, run_isolated, was_killed
 from .shards import parse_shard, select_shard
 from .submissions import EXCHANGE_FILES, STUDENT_ID, Found, check_clear, find_submissions, snapshot_submissions, with_receipts
 from .untrusted_text import markdown_text, printable
 from .vocabulary import CourseLayout, PartStatus
 
 # %% auto #0
-__all__ = ['GradingSetup', 'grade_one', 'write_feedback', 'kept_out', 'set_up_grading', 'grade']
+__all__ = ['GradingSetup', 'grade_one', 'write_feedback', 'set_up_grading', 'grade']
 
 # %% ../../nbs/93_grading.ipynb #setup
 @dataclass
@@ -156,16 +155,6 @@ def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: s
               + (f" Handed in {describe_lateness(result.seconds_late)}: {result.late_penalty:g} point(s) off for "
                  "lateness." if result.seconds_late else '') + "\n\n" + '\n'.join(rows))
     return publish_feedback(nb, header, dest, hidden)
-
-# %% ../../nbs/93_grading.ipynb #kept-out
-def kept_out(*paths) -> tuple:
-    """What the sandbox never shows: `paths`, each as given and with its links resolved, and tinytorch's cache
-    (`cache_root`), where the master gradebooks kept for the next course hold every hidden test."""
-    try:
-        paths = (*paths, cache_root())
-    except RuntimeError:                          # no home folder, so no cache in it
-        pass
-    return tuple(sorted({q for p in paths for q in (os.path.abspath(p), os.path.realpath(p))}))
 
 # %% ../../nbs/93_grading.ipynb #prepare
 def set_up_grading(module, nbs_dir, course_dir, level: str, cell_timeout: int = 30, wall_seconds: float = 300,

@@ -20,11 +20,12 @@ from pathlib import Path
 
 from .assignments import tool_env
 from .errors import NotReady
+from .generation_cache import cache_root
 from .limits import Limits, rlimit_prefix, run_watched
 
 # %% auto #0
-__all__ = ['SandboxUnavailable', 'claimed_uids', 'Sandbox', 'sandbox_problem', 'uid_layer_available', 'isolation_level',
-           'run_isolated', 'was_killed']
+__all__ = ['SandboxUnavailable', 'claimed_uids', 'Sandbox', 'kept_out', 'sandbox_problem', 'uid_layer_available',
+           'isolation_level', 'run_isolated', 'was_killed']
 
 # %% ../../nbs/93b_sandbox.ipynb #isolate
 _FIRST_UID = 200_000   # unprivileged ids with no account, claimed by grading runs (`claimed_uids`)
@@ -143,6 +144,16 @@ class Sandbox:
         if uid is not None:
             args += ['setpriv', f'--reuid={uid}', f'--regid={uid}', '--clear-groups', '--no-new-privs']
         return args
+
+# %% ../../nbs/93b_sandbox.ipynb #kept-out
+def kept_out(*paths) -> tuple:
+    """What a grading run's sandbox never shows (its `hidden`): `paths`, each as given and with its links resolved, and
+    tinytorch's cache (`cache_root`), where the master gradebooks kept for the next course hold every hidden test."""
+    try:
+        paths = (*paths, cache_root())
+    except RuntimeError:                          # no home folder, so no cache in it
+        pass
+    return tuple(sorted({q for p in paths for q in (os.path.abspath(p), os.path.realpath(p))}))
 
 # %% ../../nbs/93b_sandbox.ipynb #sandbox-probe
 @functools.cache
