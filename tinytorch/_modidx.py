@@ -1090,7 +1090,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                              'tinytorch/course/selftest.py')},
             'tinytorch.course.shards': { 'tinytorch.course.shards._check_courses': ( 'shards.html#_check_courses',
                                                                                      'tinytorch/course/shards.py'),
-                                         'tinytorch.course.shards._files': ('shards.html#_files', 'tinytorch/course/shards.py'),
                                          'tinytorch.course.shards._graded_in': ('shards.html#_graded_in', 'tinytorch/course/shards.py'),
                                          'tinytorch.course.shards._grouped': ('shards.html#_grouped', 'tinytorch/course/shards.py'),
                                          'tinytorch.course.shards._merged_log': ('shards.html#_merged_log', 'tinytorch/course/shards.py'),

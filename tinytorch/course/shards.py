@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import BadInput
+from .generation_cache import files_under
 from .grade_table import CSV_FIELDS, read_grades_csv
 from .untrusted_text import csv_row
 from .gradebook import copy_submissions, gradebook_students
@@ -127,10 +128,6 @@ def _shard_course(csv_path: Path) -> tuple:
         raise BadInput(f"{course / 'source'}: expected one assignment folder, found {sources}")
     return course, sources[0]
 
-# %% ../../nbs/93e_shards.ipynb #files
-def _files(folder: Path) -> dict:
-    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob('*')) if p.is_file()}
-
 # %% ../../nbs/93e_shards.ipynb #graded-in
 def _graded_in(csv_path: Path) -> set:
     "The students of a grades CSV who have a gradebook entry: all but those whose every part failed ungraded."
@@ -143,9 +140,9 @@ def _graded_in(csv_path: Path) -> set:
 def _check_courses(courses: list, assignment: str, csv_paths: list):
     """BadInput when the shard courses were graded from different notebooks, a gradebook doesn't hold its CSV's
     students, or a student is in two gradebooks."""
-    first = _files(CourseLayout(courses[0]).source(assignment))
+    first = files_under(CourseLayout(courses[0]).source(assignment))
     for course in courses[1:]:
-        if _files(CourseLayout(course).source(assignment)) != first:
+        if files_under(CourseLayout(course).source(assignment)) != first:
             raise BadInput(f"{courses[0]} and {course} were graded from different source notebooks: "
                            "they can't be merged into one course")
     late = [(c / 'late_work.json').read_bytes() if (c / 'late_work.json').exists() else None for c in courses]
