@@ -2,17 +2,18 @@
 # The full test suite: install tinytorch[dev] into .venv, then
 #   1. notebooks are clean (nbdev-clean changes nothing),
 #   2. tinytorch/ is in sync with the notebooks (nbdev-export changes nothing),
-#   3. every notebook runs top to bottom (nbdev-test, alongside pytest),
-#   4. pytest (unit, property and parity tests, the notebooks' test cells against the package), on three workers
-#      (PYTEST_WORKERS=1 for one).
-# Exits non-zero when a stage fails: at once for stages 1-2, after pytest for nbdev-test.
+#   3. pytest (unit, property and parity tests, the notebooks' test cells against the package), on three workers
+#      (PYTEST_WORKERS=1 for one). Every notebook runs top to bottom there, in a fresh Jupyter kernel as a student
+#      runs it: the docs site is built from the executed notebooks (tests/test_docs_site.py), and a notebook that
+#      fails stops the build, named with its error. (nbdev-test would run them all a third time.)
+# Exits non-zero when a stage fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
 VENV=$(scripts/setup_venv.sh dev)
 BIN="$VENV/bin"
 export MPLBACKEND=Agg
-# tinytorch's cache (generated gradebooks, tried graders) for this run only, shared by the notebooks and pytest
+# tinytorch's cache (generated gradebooks, tried graders) for this run only, shared by pytest's workers
 TINYTORCH_CACHE=$(mktemp -d -t tinytorch-test-cache-XXXXXX)
 export TINYTORCH_CACHE
 trap 'rm -rf "$TINYTORCH_CACHE"' EXIT
@@ -37,12 +38,6 @@ check_unchanged() {  # $1 = stage name, $2... = command
 
 check_unchanged "nbdev-clean leaves notebooks unchanged" "$BIN/nbdev-clean"
 check_unchanged "nbdev-export leaves tinytorch/ unchanged" "$BIN/nbdev-export"
-# nbdev-test runs alongside pytest (whose workers spend much of their time waiting); its verdict comes after pytest's.
-echo "...  [nbdev-test] running every notebook, alongside pytest"
-nbdev_log=$(mktemp)
-trap 'rm -rf "$TINYTORCH_CACHE" "$nbdev_log"' EXIT
-"$BIN/nbdev-test" --n-workers 2 >"$nbdev_log" 2>&1 &
-nbdev_pid=$!
 # Three workers (pytest-xdist), each test file on one of them, longest files first (the seconds pytest measured,
 # tests/durations.json; `bash scripts/test.sh --store-durations` refreshes them): a file's module fixtures (a graded
 # class, a docs build) are built once, and one worker's waits (a kernel sleeping until a time limit, a Slurm job, a
@@ -56,11 +51,4 @@ pytest_rc=0
 "$BIN/python" -m pytest -o addopts="" -q --durations=20 -n "${PYTEST_WORKERS:-3}" --dist loadfile \
   --no-loadscope-reorder "$@" || pytest_rc=$?
 [ "$pytest_rc" -eq 0 ] && ok "pytest"
-if wait "$nbdev_pid"; then
-  echo "ok   [nbdev-test: every notebook runs] (alongside pytest)"
-else
-  cat "$nbdev_log" >&2
-  echo "FAIL [nbdev-test]: a notebook fails when run top to bottom (its output is above)" >&2
-  exit 1
-fi
 exit "$pytest_rc"

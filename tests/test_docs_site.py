@@ -158,6 +158,21 @@ def test_build_is_complete(site):
     assert (site["dir"] / "searchindex.js").exists()
 
 
+def test_a_notebook_that_fails_stops_the_build_and_is_named(tmp_path):
+    "The build is the suite's check that every notebook runs top to bottom: a failing one is named, with its error."
+    require("nbclient", "the docs site")
+    from tinytorch.course.docs import _publish_pages
+    (tmp_path / "nbs").mkdir(), (tmp_path / "src").mkdir()
+    broken = tmp_path / "nbs" / "50_broken.ipynb"
+    broken.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "id": "a", "metadata": {}, "outputs": [], "execution_count": None,
+         "source": "#| default_exp core.broken\nraise ValueError('the probe cell fails')"}]}))
+    with pytest.raises(RuntimeError) as failed:
+        _publish_pages([(broken, "core.broken", "modules")], tmp_path / "src", tmp_path / "nbs", {}, 120, 1, False)
+    message = str(failed.value)
+    assert "50_broken.ipynb fails when run top to bottom" in message and "the probe cell fails" in message, message
+
+
 def test_internals_pages_are_executed_notebooks(site):
     """Each tooling notebook is a page with its title; its examples ran for the page (they take seconds)."""
     for stem in _tooling_notebooks():
