@@ -162,7 +162,8 @@ def test_a_notebook_that_fails_stops_the_build_and_is_named(tmp_path):
     "The build is the suite's check that every notebook runs top to bottom: a failing one is named, with its error."
     require("nbclient", "the docs site")
     from tinytorch.course.docs import _publish_pages
-    (tmp_path / "nbs").mkdir(), (tmp_path / "src").mkdir()
+    (tmp_path / "nbs").mkdir()
+    (tmp_path / "src").mkdir()
     broken = tmp_path / "nbs" / "50_broken.ipynb"
     broken.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
         {"cell_type": "code", "id": "a", "metadata": {}, "outputs": [], "execution_count": None,

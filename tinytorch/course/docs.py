@@ -282,8 +282,9 @@ def _publish_pages(items, src: Path, nbs_dir: Path, targets: dict, timeout: int,
     def page(item):
         path, module, folder = item
         t0 = time.perf_counter()
+        prepared = prepare_notebook(read_nb(path))   # its BadInput (a cell's metadata) stays the caller's to report
         try:
-            executed = execute_notebook(prepare_notebook(read_nb(path)), nbs_dir, timeout)
+            executed = execute_notebook(prepared, nbs_dir, timeout)
         except Exception as e:   # nbclient's error shows the cell and its traceback, not the notebook
             raise RuntimeError(f'{path.name} fails when run top to bottom in a fresh kernel:\n{e}') from e
         write_nb(publish_notebook(executed, module, targets), src / folder / path.name)
