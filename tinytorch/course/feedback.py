@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import re
 from pathlib import Path
 
 from .gradebook import read_gradebook
@@ -19,8 +20,8 @@ from .untrusted_text import markdown_text
 from .vocabulary import CourseLayout
 
 # %% auto #0
-__all__ = ['sanitize_for_feedback', 'feedback_exporter', 'own_page', 'render_feedback', 'publish_feedback', 'with_comments',
-           'regenerate_feedback']
+__all__ = ['NO_ALT_TEXT', 'sanitize_for_feedback', 'feedback_exporter', 'with_alt_text', 'feedback_html', 'own_page',
+           'render_feedback', 'publish_feedback', 'with_comments', 'regenerate_feedback']
 
 # %% ../../nbs/93h_feedback.ipynb #feedback
 def sanitize_for_feedback(nb: dict) -> dict:
@@ -55,21 +56,42 @@ def _highlighter(lexer: str):
     return highlight_code
 
 # %% ../../nbs/93h_feedback.ipynb #exporter
+@functools.lru_cache(maxsize=4)
 def feedback_exporter(lexer: str = 'ipython3'):
     """nbconvert's classic HTML exporter with `sanitize_html` on and the course's cleaner as its `clean_html`, which
-    passes code cells' highlighted sources through untouched: pygments escapes every character of them."""
+    passes code cells' highlighted sources through untouched: pygments escapes every character of them. One per
+    lexer, kept, so its templates are compiled once."""
     from nbconvert import HTMLExporter
     return HTMLExporter(template_name='classic', sanitize_html=True, filters={
         'highlight_code': _highlighter(lexer),
         'clean_html': lambda text: text if type(text) is _HighlightedCode else clean_html(text),
         'strip_files_prefix': strip_files_prefix_and_clean})
 
+# %% ../../nbs/93h_feedback.ipynb #alt-text
+NO_ALT_TEXT = "No description has been provided for this image"      # nbconvert's words for an image without one
+_ATTRIBUTE = r"""\s+([^\s"'>/=]+)(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?"""
+_IMG_TAG = re.compile(rf"<img\b(?P<attributes>(?:{_ATTRIBUTE})*)\s*/?>", re.I)
+
+def with_alt_text(page: str) -> str:
+    "`page` with `NO_ALT_TEXT` as the alt text of each <img> that has no alt attribute, as nbconvert gives it."
+    def add(tag):
+        names = {name.lower() for name in re.findall(_ATTRIBUTE, tag['attributes'])}
+        return tag[0] if 'alt' in names else f'<img alt="{NO_ALT_TEXT}"{tag[0][4:]}'
+    return _IMG_TAG.sub(add, page)
+
+# %% ../../nbs/93h_feedback.ipynb #feedback-html
+def feedback_html(node, lexer: str = 'ipython3') -> str:
+    """The feedback template rendered on the notebook `node` (nbformat's type): nbconvert's `HTMLExporter` page, less
+    its BeautifulSoup pass, whose alt text `with_alt_text` adds."""
+    from nbconvert.exporters.templateexporter import TemplateExporter
+    return with_alt_text(TemplateExporter.from_notebook_node(feedback_exporter(lexer), node)[0])
+
 # %% ../../nbs/93h_feedback.ipynb #own-page
 @functools.lru_cache(maxsize=4)
 def own_page(lexer: str = 'ipython3') -> str:
     "The feedback template rendered on an empty notebook: every script in it is the page's own."
     import nbformat
-    return feedback_exporter(lexer).from_notebook_node(nbformat.v4.new_notebook())[0]
+    return feedback_html(nbformat.v4.new_notebook(), lexer)
 
 # %% ../../nbs/93h_feedback.ipynb #publish
 def render_feedback(nb: dict, header: str, dest: Path) -> Path:
@@ -79,7 +101,7 @@ def render_feedback(nb: dict, header: str, dest: Path) -> Path:
                          *nb['cells']])
     node, _ = page_safe(nbformat.from_dict(sanitize_for_feedback(nb)))   # the type nbconvert expects
     lexer = node.metadata.get('language_info', {}).get('pygments_lexer', 'ipython3')
-    body = with_confined_content(with_page_policy(feedback_exporter(lexer).from_notebook_node(node)[0], own_page(lexer)))
+    body = with_confined_content(with_page_policy(feedback_html(node, lexer), own_page(lexer)))
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(body, encoding='utf-8')
     return dest
