@@ -109,3 +109,21 @@ def test_a_new_course_from_inputs_generated_before_is_copied(tmp_path, monkeypat
     # another cell timeout is another course configuration: generated, not copied
     create_gradebooks(SOURCE, tmp_path / "third", cell_timeout=31)
     assert sorted(generated) == [".template", ".template", "first", "third"], generated
+
+
+def test_a_new_gradebook_is_the_one_nbgrader_makes_without_starting_alembic(tmp_path, monkeypatch):
+    """`open_gradebook` makes a missing gradebook in this process, the schema version read from nbgrader's migration
+    scripts: the same database, row for row, as nbgrader's own process makes (which asks `alembic heads` for it)."""
+    import sqlite3
+    from tinytorch.course.assignments import run_nbgrader
+    from tinytorch.course.vocabulary import open_gradebook
+    theirs = tmp_path / "course"
+    theirs.mkdir()
+    (theirs / "nbgrader_config.py").write_text('c = get_config()\nc.CourseDirectory.course_id = "tinytorch"\n')
+    run = run_nbgrader(theirs, "db", "student", "list")
+    assert run.returncode == 0, run.stderr[-2000:]
+    monkeypatch.setenv("PATH", "")                          # no `alembic` to start here
+    with open_gradebook(tmp_path / "ours.db"):
+        pass
+    dumps = [list(sqlite3.connect(db).iterdump()) for db in (theirs / "gradebook.db", tmp_path / "ours.db")]
+    assert dumps[0] == dumps[1] and any('INSERT INTO "alembic_version"' in line for line in dumps[0])

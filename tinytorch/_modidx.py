@@ -1176,6 +1176,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                            'tinytorch/course/vocabulary.py'),
                                              'tinytorch.course.vocabulary.closed_regions': ( 'course_vocabulary.html#closed_regions',
                                                                                              'tinytorch/course/vocabulary.py'),
+                                             'tinytorch.course.vocabulary.gradebook_schema_version': ( 'course_vocabulary.html#gradebook_schema_version',
+                                                                                                       'tinytorch/course/vocabulary.py'),
                                              'tinytorch.course.vocabulary.hidden_line_numbers': ( 'course_vocabulary.html#hidden_line_numbers',
                                                                                                   'tinytorch/course/vocabulary.py'),
                                              'tinytorch.course.vocabulary.marked_lines': ( 'course_vocabulary.html#marked_lines',

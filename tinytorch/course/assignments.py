@@ -19,7 +19,9 @@ from tinytorch.course.notebooks import (
     ANSWER_MARKER, EXPORT_DIRECTIVES, TEST_FUNC, cell_directives, cell_source, find_notebook, nbgrader_fields, read_nb,
     write_nb,
 )
-from .vocabulary import BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, MARKERS, CourseLayout, marked_lines
+from tinytorch.course.vocabulary import (
+    BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, MARKERS, CourseLayout, marked_lines, open_gradebook,
+)
 
 # %% auto #0
 __all__ = ['SKIP_TAG', 'NBGRADER_CONFIG', 'MarkerError', 'cell_role', 'nbgrader_metadata', 'expected_metadata', 'sync_metadata',
@@ -210,8 +212,13 @@ def run_nbgrader(course_dir, *args, timeout: float | None = None) -> subprocess.
 # %% ../../nbs/91_assignments.ipynb #generate-assignment
 def generate_assignment(course_dir, assignment: str) -> subprocess.CompletedProcess:
     """`nbgrader generate_assignment --force` of `assignment` in `course_dir`; in a new course, a copy of a generation
-    from the same inputs when one was kept (`cached_generation`)."""
-    run = lambda: run_nbgrader(course_dir, 'generate_assignment', assignment, '--force')
+    from the same inputs when one was kept (`cached_generation`). A course without a gradebook gets nbgrader's first,
+    made in this process (`open_gradebook`): nbgrader would start an `alembic` process for it."""
+    def run():
+        if not CourseLayout(course_dir).gradebook.exists():
+            with open_gradebook(CourseLayout(course_dir).gradebook):
+                pass
+        return run_nbgrader(course_dir, 'generate_assignment', assignment, '--force')
     return cached_generation(course_dir, assignment, run)
 
 # %% ../../nbs/91_assignments.ipynb #release-2

@@ -6,11 +6,12 @@ numbers."""
 
 # %% auto #0
 __all__ = ['BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'MARKERS', 'marker_of', 'MarkedLine', 'marked_lines',
-           'closed_regions', 'hidden_line_numbers', 'open_gradebook', 'atomic_write', 'read_csv_lines', 'PartStatus',
-           'FinalStatus', 'CourseLayout', 'moved_names']
+           'closed_regions', 'hidden_line_numbers', 'gradebook_schema_version', 'open_gradebook', 'atomic_write',
+           'read_csv_lines', 'PartStatus', 'FinalStatus', 'CourseLayout', 'moved_names']
 
 # %% ../../nbs/89b_course_vocabulary.ipynb #imports
 import csv
+import functools
 import importlib
 import os
 import secrets
@@ -73,13 +74,23 @@ def hidden_line_numbers(source: str) -> set:
     "The numbers (from 1) of the lines inside `source`'s hidden-test blocks: where an error means a hidden test failed."
     return {line.number for line in marked_lines(source, ('hidden',)) if line.region}
 
+# %% ../../nbs/89b_course_vocabulary.ipynb #schema-version
+@functools.lru_cache(maxsize=1)
+def gradebook_schema_version() -> str:
+    "The newest revision of nbgrader's gradebook schema (what `alembic heads` prints), read from nbgrader's migrations."
+    from alembic.script import ScriptDirectory
+    from nbgrader.dbutil import ALEMBIC_DIR
+    return ScriptDirectory(ALEMBIC_DIR).get_current_head()
+
 # %% ../../nbs/89b_course_vocabulary.ipynb #open-gradebook
 @contextmanager
 def open_gradebook(db, course_id: str = 'tinytorch', timeout: int | None = 60, quiet: bool = True):
-    "nbgrader's Gradebook for the sqlite file `db`, closed afterwards: waits `timeout` s for a lock (None: sqlite's own)."
-    from nbgrader.api import Gradebook
+    """nbgrader's Gradebook for the sqlite file `db` (made when missing), closed afterwards: waits `timeout` s for a
+    lock (None: sqlite's own)."""
+    import nbgrader.api
+    nbgrader.api.get_alembic_version = gradebook_schema_version     # asked only when `db` is new
     url = f"sqlite:///{db}" + (f"?timeout={timeout}" if timeout is not None else '')
-    with warnings.catch_warnings(), Gradebook(url, course_id) as gb:
+    with warnings.catch_warnings(), nbgrader.api.Gradebook(url, course_id) as gb:
         if quiet:
             warnings.simplefilter('ignore')
         yield gb
