@@ -43,16 +43,18 @@ class _HighlightedCode(str):
 @functools.lru_cache(maxsize=4)
 def _highlighter(lexer: str):
     """nbconvert's `highlight_code` filter for `lexer`, its result a `_HighlightedCode`, remembered per source: most cells
-    of a class's notebooks are the same in every one, and pygments is a fifth of a page's rendering time."""
+    of a class's notebooks are the same in every one, and pygments was most of a page's rendering time. Of a cell's
+    metadata, which differs in every graded notebook (the times its cells ran), pygments reads only `magics_language`."""
     from nbconvert.filters.highlight import Highlight2HTML
     highlight = Highlight2HTML(pygments_lexer=lexer)
 
     @functools.lru_cache(maxsize=4096)
-    def remembered(source: str, language, metadata: str) -> _HighlightedCode:
-        return _HighlightedCode(highlight(source, language, json.loads(metadata)))
+    def remembered(source: str, language, magics_language) -> _HighlightedCode:
+        metadata = None if magics_language is None else {'magics_language': magics_language}
+        return _HighlightedCode(highlight(source, language, metadata))
 
     def highlight_code(source, language=None, metadata=None) -> _HighlightedCode:
-        return remembered(source, language, json.dumps(metadata, sort_keys=True))
+        return remembered(source, language, (metadata or {}).get('magics_language'))
     return highlight_code
 
 # %% ../../nbs/93h_feedback.ipynb #exporter
