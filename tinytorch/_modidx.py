@@ -573,6 +573,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                            'tinytorch/course/feedback.py'),
                                            'tinytorch.course.feedback._highlighter': ( 'feedback.html#_highlighter',
                                                                                        'tinytorch/course/feedback.py'),
+                                           'tinytorch.course.feedback._kept_exporter': ( 'feedback.html#_kept_exporter',
+                                                                                         'tinytorch/course/feedback.py'),
                                            'tinytorch.course.feedback.feedback_exporter': ( 'feedback.html#feedback_exporter',
                                                                                             'tinytorch/course/feedback.py'),
                                            'tinytorch.course.feedback.feedback_html': ( 'feedback.html#feedback_html',

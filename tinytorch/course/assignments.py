@@ -215,8 +215,9 @@ def generate_assignment(course_dir, assignment: str) -> subprocess.CompletedProc
     from the same inputs when one was kept (`cached_generation`). A course without a gradebook gets nbgrader's first,
     made in this process (`open_gradebook`): nbgrader would start an `alembic` process for it."""
     def run():
-        if not CourseLayout(course_dir).gradebook.exists():
-            with open_gradebook(CourseLayout(course_dir).gradebook):
+        gradebook = CourseLayout(course_dir).gradebook
+        if not gradebook.exists():
+            with open_gradebook(gradebook):
                 pass
         return run_nbgrader(course_dir, 'generate_assignment', assignment, '--force')
     return cached_generation(course_dir, assignment, run)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import html
-import json
 import re
 from pathlib import Path
 
@@ -58,11 +57,9 @@ def _highlighter(lexer: str):
     return highlight_code
 
 # %% ../../nbs/93h_feedback.ipynb #exporter
-@functools.lru_cache(maxsize=4)
 def feedback_exporter(lexer: str = 'ipython3'):
     """nbconvert's classic HTML exporter with `sanitize_html` on and the course's cleaner as its `clean_html`, which
-    passes code cells' highlighted sources through untouched: pygments escapes every character of them. One per
-    lexer, kept, so its templates are compiled once."""
+    passes code cells' highlighted sources through untouched: pygments escapes every character of them."""
     from nbconvert import HTMLExporter
     return HTMLExporter(template_name='classic', sanitize_html=True, filters={
         'highlight_code': _highlighter(lexer),
@@ -82,11 +79,16 @@ def with_alt_text(page: str) -> str:
     return _IMG_TAG.sub(add, page)
 
 # %% ../../nbs/93h_feedback.ipynb #feedback-html
+@functools.lru_cache(maxsize=4)
+def _kept_exporter(lexer: str):
+    "`feedback_exporter(lexer)`, made once per lexer: its templates are compiled once."
+    return feedback_exporter(lexer)
+
 def feedback_html(node, lexer: str = 'ipython3') -> str:
     """The feedback template rendered on the notebook `node` (nbformat's type): nbconvert's `HTMLExporter` page, less
     its BeautifulSoup pass, whose alt text `with_alt_text` adds."""
     from nbconvert.exporters.templateexporter import TemplateExporter
-    return with_alt_text(TemplateExporter.from_notebook_node(feedback_exporter(lexer), node)[0])
+    return with_alt_text(TemplateExporter.from_notebook_node(_kept_exporter(lexer), node)[0])
 
 # %% ../../nbs/93h_feedback.ipynb #own-page
 @functools.lru_cache(maxsize=4)
