@@ -1,8 +1,9 @@
 """`tinytorch grade --jobs 2` in its sandbox, run as an instructor would, on one class graded from a private (mode 700)
 folder as root and as a user who is not root. The class holds a runaway of each kind (memory, processes, disk, /tmp):
-honest submissions keep full marks, each runaway is stopped at its limit and named in its row, the graders' memory stays
-under jobs x limit + the grader's own, and nothing is left on disk. It also holds a vandal and a snoop: nothing outside
-the vandal's own work folder changes, and the snoop reads no course file and reaches no network.
+honest submissions keep full marks (the reference hands in the whole lesson, its profiling cells included), each
+runaway is stopped at its limit and named in its row, the graders' memory stays under jobs x limit + the grader's own,
+and nothing is left on disk. It also holds a vandal and a snoop: nothing outside the vandal's own work folder changes,
+and the snoop reads no course file and reaches no network.
 (tests/test_grading_sandbox.py: the refusal when no sandbox can be had, and `--no-sandbox`.)"""
 import csv
 import hashlib
@@ -29,6 +30,7 @@ from tinytorch.course.leaks import find_leaks, secret_lines  # noqa: E402
 from tinytorch.course.limits import tree_memory  # noqa: E402
 
 HONEST = ["reference", "honest-tmp"]
+WHOLE_LESSON = ["reference"]          # the lesson's demonstrations too: its profiling cells are an honest run's peak
 RUNAWAYS = ["runaway-memory", "runaway-processes", "runaway-disk", "runaway-tmp"]
 CLASS = list(dict.fromkeys(HONEST + RUNAWAYS + STUDENTS))      # STUDENTS: the vandal, the snoop and their classmates
 JOBS, MEMORY, PROCESSES, DISK = 2, 1536 << 20, 128, 256 << 20
@@ -103,7 +105,7 @@ def grade_sampled(python, c: dict, user=None, env=None) -> dict:
 
 
 def graded_class(base: Path, released: dict, user=None) -> dict:
-    c = make_class(base, released, CLASS, whole_lesson=HONEST)    # the honest ones: the whole lesson, within the limits
+    c = make_class(base, released, CLASS, whole_lesson=WHOLE_LESSON)
     python = venv_copy(base / "venv")            # a venv the unprivileged grading ids can't even reach
     if user is not None:                         # the instructor's own private folder
         for path in [base, *base.rglob("*")]:
