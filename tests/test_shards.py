@@ -110,12 +110,14 @@ def test_a_students_shard_is_the_same_in_every_process():
 
 
 @pytest.mark.parametrize("bad", ["0/2", "3/2", "a/b", "2", "1/0", "1/-2"])
-def test_bad_shard_values_are_one_line_errors_before_any_work(bad, tmp_path):
+def test_bad_shard_values_are_one_line_errors_before_any_work(bad, tmp_path, monkeypatch, capsys):
+    from tinytorch.cli import main       # in this process: the console script's exit code is main's (test_cli.py)
     (tmp_path / "submissions" / "alice").mkdir(parents=True)
-    out = subprocess.run([TINYTORCH, "grade", "11", "submissions", "--shard", bad, "--course", "course",
-                          "--nbs", ROOT / "nbs"], cwd=tmp_path, capture_output=True, text=True)
-    assert out.returncode == 2, out
-    assert out.stderr.startswith(f"tinytorch grade: --shard {bad!r}: ") and out.stderr.count("\n") == 1, out.stderr
+    monkeypatch.chdir(tmp_path)
+    code = main(["grade", "11", "submissions", "--shard", bad, "--course", "course", "--nbs", str(ROOT / "nbs")])
+    err = capsys.readouterr().err
+    assert code == 2, (code, err)
+    assert err.startswith(f"tinytorch grade: --shard {bad!r}: ") and err.count("\n") == 1, err
     assert not (tmp_path / "course").exists()
 
 
