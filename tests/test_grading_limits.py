@@ -33,8 +33,8 @@ HONEST = ["reference", "honest-tmp"]
 WHOLE_LESSON = ["reference"]          # the lesson's demonstrations too: its profiling cells are an honest run's peak
 RUNAWAYS = ["runaway-memory", "runaway-processes", "runaway-disk", "runaway-tmp"]
 CLASS = list(dict.fromkeys(HONEST + RUNAWAYS + STUDENTS))      # STUDENTS: the vandal, the snoop and their classmates
-JOBS, MEMORY, PROCESSES, DISK = 2, 1536 << 20, 128, 256 << 20
-LIMITS = ["--memory", "1536M", "--processes", str(PROCESSES), "--disk", "256M",
+JOBS, MEMORY, PROCESSES, DISK = 2, 1536 << 20, 128, 64 << 20
+LIMITS = ["--memory", "1536M", "--processes", str(PROCESSES), "--disk", "64M",
           "--cell-timeout", "120", "--wall-seconds", "900"]      # hang guards only: a busy machine is slow
 SLACK = 384 << 20     # per job: what a submission's processes hold beyond the data limit (libraries, the nbgrader process)
 
@@ -138,7 +138,7 @@ def rows_of(run: dict, student: str) -> list:
 
 def test_the_run_says_what_each_submission_may_use(graded):
     assert graded["returncode"] == 3, (graded["returncode"], graded["stdout"][-3000:], graded["stderr"][-3000:])
-    assert "limits per submission: memory 1.5 GiB per process, 128 processes and threads, disk 256 MiB" in \
+    assert "limits per submission: memory 1.5 GiB per process, 128 processes and threads, disk 64 MiB" in \
         graded["stdout"], graded["stdout"]
     assert "NOT enforced" not in graded["stdout"], graded["stdout"]
 
@@ -168,7 +168,7 @@ def test_a_disk_runaway_is_stopped_and_fails_naming_the_limit(graded):
         assert rows and all("--disk" in r["reason"] for r in rows), rows
         assert {r["status"] for r in rows} <= {"failed", "flagged"}, rows
     used = [int(float(n) * (1024 if unit == "GiB" else 1)) for n, unit in
-            re.findall(r"runaway-disk: failed\n  - used more than 256 MiB on disk.*?disk ([\d.]+) (MiB|GiB)", graded["log"])]
+            re.findall(r"runaway-disk: failed\n  - used more than 64 MiB on disk.*?disk ([\d.]+) (MiB|GiB)", graded["log"])]
     assert used and used[0] < 1024, graded["log"]                                   # stopped well before 1.5 GiB
 
 
