@@ -98,7 +98,7 @@ class EmbeddingProfiler:
         the better of one thread and `worker_count()` threads each copying a slice (the lookups use both).
         `bandwidth_detail` keeps both medians and, for each, the rates of the slowest and the fastest run."""
         n = check_positive_int('size_mb', size_mb) * 2**20 // 4
-        src, dst = np.ones(n, np.float32), np.zeros(n, np.float32)    # both written once: no page faults timed
+        src, dst = np.ones(n, np.float32), np.zeros(n, np.float32)    # the warm-up writes dst: no page faults timed
         copies, repeats = copy_functions(src, dst), max(5, self.repeats // 2)
         one = self._time(copies['one thread'], repeats, warmup=1)
         many = self._time(copies['all threads'], repeats, warmup=1)
