@@ -34,7 +34,7 @@ WHOLE_LESSON = ["reference"]          # the lesson's demonstrations too: its pro
 RUNAWAYS = ["runaway-memory", "runaway-processes", "runaway-disk", "runaway-tmp"]
 CLASS = list(dict.fromkeys(HONEST + RUNAWAYS + STUDENTS))      # STUDENTS: the vandal, the snoop and their classmates
 JOBS, MEMORY, PROCESSES, DISK = 2, 1536 << 20, 128, 64 << 20
-LIMITS = ["--memory", "1536M", "--processes", str(PROCESSES), "--disk", "64M",
+LIMITS = ["--memory", f"{MEMORY >> 20}M", "--processes", str(PROCESSES), "--disk", f"{DISK >> 20}M",
           "--cell-timeout", "120", "--wall-seconds", "900"]      # hang guards only: a busy machine is slow
 SLACK = 384 << 20     # per job: what a submission's processes hold beyond the data limit (libraries, the nbgrader process)
 
