@@ -155,37 +155,61 @@ def _place(where, course, browser, formgrader=None, watch=None):
 
 
 PLACES = ["feedback-file", "feedback-http", "formgrader", "regraded-file", "regraded-http"]
+# The lesson's own content on the hostile student's page: what -> (selector, text it holds); counted on each visit.
+LESSON_CONTENT = {"heading": ("h2", "A heading the lesson shows"), "emphasis": ("p em", "emphasis"),
+                  "list": ("li", "two items"), "link": ("a[href='https://example.org/embeddings']", None),
+                  "markdown table": ("table", "0.25"), "pandas table": ("table.dataframe th", "loss"),
+                  "figure as PNG": ("img[src^='data:image/png']", None),
+                  "figure as SVG": ("img[src^='data:image/svg+xml']", None),
+                  "typeset formula": (".MathJax_Display, .MathJax, .MathJax_CHTML", None)}
+
+
+def _formgrader(where, request):
+    return request.getfixturevalue("formgrader") if where == "formgrader" else None
+
+
+@pytest.fixture(scope="module")
+def seen(course, regraded, browser):
+    """where -> what one visit of the hostile student's page there showed: its text, the count of each piece of
+    LESSON_CONTENT, what covers the scores, the payloads that ran. Each place is opened once for the three checks
+    that only look (the page policy's and the formgrader's checks act on a page of their own)."""
+    found = {}
+
+    def visit(where, formgrader=None):
+        if where not in found:
+            with _place(where, course, browser, formgrader) as (page, ran):
+                found[where] = {"text": page.inner_text("body"),
+                                "content": {what: page.locator(selector, has_text=text).count()
+                                            for what, (selector, text) in LESSON_CONTENT.items()},
+                                "removed": page.get_by_text("interactive output removed").count(),
+                                **_covering(where, page)}       # last: it scrolls the page
+                page.close()
+            found[where]["ran"] = sorted(ran)
+        return found[where]
+    return visit
 
 
 @pytest.mark.parametrize("where", PLACES)
-def test_no_payload_runs(where, course, regraded, browser, request):
-    formgrader = request.getfixturevalue("formgrader") if where == "formgrader" else None
-    with _place(where, course, browser, formgrader) as (page, ran):
-        text = page.inner_text("body")          # the payloads are in the page (as text, once made harmless)
-        assert "PAYLOAD LINK md" in text and "PAYLOAD LINK answer" in text and "My answer, with markup" in text
-        assert "Nice work" in text or not where.startswith("regraded"), "the comment is not on the page"
-        page.close()
-    assert ran == set(), f"{where}: ran {sorted(ran)}"
+def test_no_payload_runs(where, seen, request):
+    s = seen(where, _formgrader(where, request))
+    text = s["text"]                                # the payloads are in the page (as text, once made harmless)
+    assert "PAYLOAD LINK md" in text and "PAYLOAD LINK answer" in text and "My answer, with markup" in text
+    assert "Nice work" in text or not where.startswith("regraded"), "the comment is not on the page"
+    assert s["ran"] == [], f"{where}: ran {s['ran']}"
 
 
 @pytest.mark.parametrize("where", PLACES)
-def test_the_lessons_content_still_renders(where, course, regraded, browser, request):
-    formgrader = request.getfixturevalue("formgrader") if where == "formgrader" else None
-    with _place(where, course, browser, formgrader) as (page, _):
-        assert page.locator("h2", has_text="A heading the lesson shows").count() == 1
-        assert page.locator("p em", has_text="emphasis").count() == 1
-        assert page.locator("li", has_text="two items").count() >= 1
-        assert page.locator("a[href='https://example.org/embeddings']").count() == 1
-        assert page.locator("table", has_text="0.25").count() == 1                  # the markdown table
-        assert page.locator("table.dataframe th", has_text="loss").count() == 1     # pandas' table
-        assert page.locator("img[src^='data:image/png']").count() >= 1              # the figure as PNG
-        assert page.locator("img[src^='data:image/svg+xml']").count() >= 1          # ... and as SVG
-        assert page.get_by_text("interactive output removed").count() >= 1
-        if where == "formgrader":                                                  # MathJax typeset the formula
-            assert page.locator(".MathJax_Display, .MathJax, .MathJax_CHTML").count() >= 1
-        else:                   # the pages load MathJax from its CDN, offline here: the formula's TeX is intact
-            assert r"\sum_{i=1}^{n} d_i" in page.inner_text("body")
-        page.close()
+def test_the_lessons_content_still_renders(where, seen, request):
+    s = seen(where, _formgrader(where, request))
+    count = s["content"]
+    once = {what: count[what] for what in ("heading", "emphasis", "link", "markdown table", "pandas table")}
+    assert once == dict.fromkeys(once, 1), f"{where}: {once}"
+    assert all(count[what] >= 1 for what in ("list", "figure as PNG", "figure as SVG")), f"{where}: {count}"
+    assert s["removed"] >= 1, f"{where}: no 'interactive output removed' note"
+    if where == "formgrader":                                                      # MathJax typeset the formula
+        assert count["typeset formula"] >= 1, count
+    else:                       # the pages load MathJax from its CDN, offline here: the formula's TeX is intact
+        assert r"\sum_{i=1}^{n} d_i" in s["text"]
 
 
 VIOLATIONS = ("window.__violations = []; document.addEventListener('securitypolicyviolation', "
@@ -307,26 +331,32 @@ COVERED = """([selector, own]) => [...document.querySelectorAll(selector)].map(b
 }).filter(x => x)"""
 
 
+def _covering(where, page) -> dict:
+    """{'scores': how many score boxes or score table cells, 'covered': those covered at their centre, 'fixed': student
+    content positioned over the page}: the score boxes (formgrader) or the score table (feedback pages), and the
+    formgrader's navigation."""
+    if where == "formgrader":
+        boxes = ["input.score", "input.extra-credit", "textarea.comment"]
+        scores = page.locator("input.score").count()
+        covered = [c for s in boxes for c in page.evaluate(COVERED, [s, None])]
+        covered += page.evaluate(COVERED, ["body > nav.navbar", "body > nav.navbar"])
+    else:
+        table = '[id="cell-id=tinytorch-feedback"] table td'
+        scores = page.locator(table).count()
+        covered = page.evaluate(COVERED, [table, None])
+    fixed = page.evaluate("""() => [...document.querySelectorAll('.text_cell_render *, .output_subarea *, .cell')]
+        .filter(e => ['fixed', 'sticky'].includes(getComputedStyle(e).position)).map(e => e.outerHTML.slice(0, 80))""")
+    return {"scores": scores, "covered": covered, "fixed": fixed}
+
+
 @pytest.mark.parametrize("where", PLACES)
-def test_nothing_a_submission_draws_covers_the_scores(where, course, regraded, browser, request):
+def test_nothing_a_submission_draws_covers_the_scores(where, seen, request):
     """The score boxes (formgrader) and the score table (feedback pages) are each the topmost element at their own
     centre, and so is the formgrader's navigation: no fixed picture, backdrop, banner or cell covers them."""
-    formgrader = request.getfixturevalue("formgrader") if where == "formgrader" else None
-    with _place(where, course, browser, formgrader) as (page, _):
-        if where == "formgrader":
-            boxes = ["input.score", "input.extra-credit", "textarea.comment"]
-            assert page.locator("input.score").count() >= 2, "no score boxes on the page"
-            covered = [c for s in boxes for c in page.evaluate(COVERED, [s, None])]
-            covered += page.evaluate(COVERED, ["body > nav.navbar", "body > nav.navbar"])
-        else:
-            table = '[id="cell-id=tinytorch-feedback"] table td'
-            assert page.locator(table).count() >= 2, "no score table on the page"
-            covered = page.evaluate(COVERED, [table, None])
-        fixed = page.evaluate("""() => [...document.querySelectorAll('.text_cell_render *, .output_subarea *, .cell')]
-            .filter(e => ['fixed', 'sticky'].includes(getComputedStyle(e).position)).map(e => e.outerHTML.slice(0, 80))""")
-        page.close()
-    assert covered == [], f"{where}: {covered}"
-    assert fixed == [], f"{where}: student content positioned over the page: {fixed}"
+    s = seen(where, _formgrader(where, request))
+    assert s["scores"] >= 2, f"{where}: no score boxes or score table on the page"
+    assert s["covered"] == [], f"{where}: {s['covered']}"
+    assert s["fixed"] == [], f"{where}: student content positioned over the page: {s['fixed']}"
 
 
 def test_roster_names_are_text_in_the_formgrader(course, browser, formgrader):
