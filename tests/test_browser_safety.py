@@ -235,8 +235,8 @@ def test_the_page_policy_refuses_script_the_cleaner_let_through(where, course, b
     """The second line: markup added to the page after the cleaner (as if it had missed it) doesn't run, and the
     page's own scripts are not refused."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
-    formgrader = request.getfixturevalue("formgrader") if where == "formgrader" else None
-    with _place(where, course, browser, formgrader, watch=lambda page: page.add_init_script(VIOLATIONS)) as (page, ran):
+    with _place(where, course, browser, _formgrader(where, request),
+                watch=lambda page: page.add_init_script(VIOLATIONS)) as (page, ran):
         own = [v for v in page.evaluate("() => window.__violations") if v.startswith("script-src")]
         assert own == [], f"the page's own scripts were refused: {own}"
         page.evaluate(INJECT)

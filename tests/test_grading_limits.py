@@ -1,9 +1,10 @@
 """`tinytorch grade --jobs 2` in its sandbox, run as an instructor would, on one class graded from a private (mode 700)
 folder as root and as a user who is not root. The class holds a runaway of each kind (memory, processes, disk, /tmp;
-as the user who is not root, all but memory: see NOT_ROOT): honest submissions keep full marks (as root the reference
-hands in the whole lesson, its profiling cells included), each runaway is stopped at its limit and named in its row, the graders' memory stays under jobs x limit + the grader's own,
-and nothing is left on disk. It also holds a vandal and a snoop: nothing outside the vandal's own work folder changes,
-and the snoop reads no course file and reaches no network.
+as the user who is not root, all but memory: see NOT_ROOT_CLASS): honest submissions keep full marks (as root the
+reference hands in the whole lesson, its profiling cells included), each runaway is stopped at its limit and named in
+its row, the graders' memory stays under jobs x limit + the grader's own, and nothing is left on disk. It also holds a
+vandal and a snoop: nothing outside the vandal's own work folder changes, and the snoop reads no course file and
+reaches no network.
 (tests/test_grading_sandbox.py: the refusal when no sandbox can be had, and `--no-sandbox`.)"""
 import csv
 import hashlib
@@ -34,10 +35,10 @@ WHOLE_LESSON = ["reference"]          # the lesson's demonstrations too: its pro
 RUNAWAYS = ["runaway-memory", "runaway-processes", "runaway-disk", "runaway-tmp"]
 CLASS = list(dict.fromkeys(HONEST + RUNAWAYS + STUDENTS))      # STUDENTS: the vandal, the snoop and their classmates
 # Graded as the instructor who is not root, the sandbox stands alone (no unprivileged uid) and the process limit counts
-# the instructor's own user: the class is graded again, but for its two costliest gradings. The memory limit is the
+# the instructor's own user: the class is graded again, all but its two costliest gradings. The memory limit is the
 # same `prlimit --data` either way, which no process that isn't root can raise, so the memory runaway and the whole
-# lesson's peak are graded as root only; the instructor's reference hands in its graded cells.
-NOT_ROOT = {"class": [s for s in CLASS if s != "runaway-memory"], "whole_lesson": []}
+# lesson's peak are graded as root only; as the user who is not root, the reference hands in its graded cells.
+NOT_ROOT_CLASS = [s for s in CLASS if s != "runaway-memory"]
 JOBS, MEMORY, PROCESSES, DISK = 2, 1536 << 20, 128, 64 << 20
 LIMITS = ["--memory", f"{MEMORY >> 20}M", "--processes", str(PROCESSES), "--disk", f"{DISK >> 20}M",
           "--cell-timeout", "120", "--wall-seconds", "900"]      # hang guards only: a busy machine is slow
@@ -110,7 +111,7 @@ def grade_sampled(python, c: dict, user=None, env=None) -> dict:
 
 
 def graded_class(base: Path, released: dict, user=None) -> dict:
-    students, whole_lesson = (CLASS, WHOLE_LESSON) if user is None else (NOT_ROOT["class"], NOT_ROOT["whole_lesson"])
+    students, whole_lesson = (CLASS, WHOLE_LESSON) if user is None else (NOT_ROOT_CLASS, ())
     c = make_class(base, released, students, whole_lesson=whole_lesson)
     python = venv_copy(base / "venv")            # a venv the unprivileged grading ids can't even reach
     if user is not None:                         # the instructor's own private folder
@@ -157,8 +158,9 @@ def test_honest_submissions_keep_full_marks(graded):
 
 
 def test_a_runaway_whose_kernel_lives_keeps_its_points_and_is_flagged(graded):
-    runaways = [r for r in (("runaway-memory", "--memory", MEMORY >> 20), ("runaway-processes", "--processes", PROCESSES))
-                if r[0] in graded["students"]]
+    runaways = [(student, option, bound) for student, option, bound in (
+        ("runaway-memory", "--memory", MEMORY >> 20), ("runaway-processes", "--processes", PROCESSES))
+        if student in graded["students"]]
     assert runaways, graded["students"]
     for student, option, bound in runaways:
         rows = [r for r in rows_of(graded, student) if r["kind"] == "test"]
