@@ -1,6 +1,7 @@
 """`tinytorch grade` without its sandbox: the refusal when no sandbox can be had, and `--no-sandbox` saying so in every
-row; and the class helpers of tests/test_grading_limits.py, which grades one class with a vandal, a snoop and a runaway
-of each kind in the sandbox, from a private (mode 700) folder, as root and as a user who is not root."""
+row; and the class helpers of tests/test_grading_limits.py, which grades a class with a vandal, a snoop and a runaway
+of each kind in the sandbox, from a private (mode 700) folder, as root, and again, without the memory runaway, as a user
+who is not root."""
 import csv
 import hashlib
 import json
