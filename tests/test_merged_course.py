@@ -4,6 +4,7 @@ session and one `tinytorch grades` cover the whole class. A written answer is sc
 course's formgrader in headless Chromium; the final grades must equal one machine's with the same score."""
 import csv
 import html
+import json
 import shutil
 import signal
 import subprocess
@@ -78,6 +79,8 @@ def test_the_merged_course_holds_every_student_as_one_machines_course_does(term,
     for folder in ("autograded", "feedback"):
         assert sorted(p.name for p in (course / folder).iterdir()) == STUDENTS, folder
     assert (course / "grades_11_embeddings.log").read_text() == (term / "single" / "grades_11_embeddings.log").read_text()
+    record = "graded_answers_11_embeddings.json"          # what a later re-grade compares your scored parts with
+    assert json.loads((course / record).read_text()) == json.loads((term / "single" / record).read_text())
 
 
 def _wait_for(condition, what):

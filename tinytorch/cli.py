@@ -87,7 +87,7 @@ def cmd_grade(args) -> int:
                               _folder_to_write(args.course, '--course'), jobs=args.jobs,
                               cell_timeout=args.cell_timeout, wall_seconds=args.wall_seconds,
                               sandbox=not args.no_sandbox, shard=args.shard, limits=limits, late=late,
-                              clear=args.clear)
+                              clear=args.clear, only=args.only)
     if roster is not None:
         for line in apply_roster(csv_path.parent, roster, [r.student for r in results]):
             print(printable(line))

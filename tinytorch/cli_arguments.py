@@ -92,6 +92,8 @@ def grade_args(p):
     p.add_argument('--clear', metavar='STUDENT', action='append', default=[], help="grade STUDENT's held submission "
                    "(flagged as a copy of your notebook) as usual, once you have looked at it; repeat for more "
                    "students; kept in COURSE/cleared_<assignment>.csv for that notebook only")
+    p.add_argument('--only', metavar='STUDENT', action='append', default=[], help="grade STUDENT's folder only "
+                   "(repeat for more): the other students graded before in COURSE keep their grades as they are")
     p.add_argument('--roster', metavar='FILE', help="class roster CSV (id, names, email, LMS ids, section) or Canvas' "
                    "gradebook export: names in the gradebook, and who is missing")
 

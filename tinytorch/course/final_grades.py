@@ -69,8 +69,9 @@ def final_points(row: dict, score: dict | None) -> tuple:
                        f"0 … {score['max']:g}; correct it in the formgrader")
     if gradebook_problem(row, score):
         return (score['manual'] if score['manual'] is not None else _recorded(row)), FinalStatus.FLAGGED
-    if score['manual'] is not None:
-        return score['manual'] + (score['extra'] or 0), FinalStatus.SCORED_BY_YOU
+    if score['manual'] is not None:     # kept at a re-grade that changed the part: yours, until you look again
+        return (score['manual'] + (score['extra'] or 0),
+                FinalStatus.TO_CONFIRM if score.get('second_look') else FinalStatus.SCORED_BY_YOU)
     if row['kind'] == 'answer':
         return None, FinalStatus.TO_GRADE
     if row['status'] == PartStatus.FLAGGED and _recorded(row) < _recorded(row, 'points'):     # the grader's safer score

@@ -15,9 +15,9 @@ from .untrusted_text import csv_row, csv_value, printable
 from .vocabulary import PartStatus, atomic_write, read_csv_lines
 
 # %% auto #0
-__all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'CSV_FIELDS', 'Part', 'StudentResult', 'part_status', 'settle_statuses',
-           'import_score', 'import_total', 'write_grades_csv', 'read_grades_csv', 'grades_by_student',
-           'write_grading_log']
+__all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'CSV_FIELDS', 'CLEAN_LOG', 'Part', 'StudentResult', 'part_status', 'settle_statuses',
+           'import_score', 'import_total', 'write_grades_csv', 'read_grades_csv', 'grades_by_student', 'log_entries',
+           'write_grading_log', 'kept_grades']
 
 # %% ../../nbs/93d_grade_table.ipynb #result
 @dataclass
@@ -48,6 +48,7 @@ class StudentResult:
     seconds_late: float | None = None              # after the student's due date; None: no due date or no timestamp
     late_penalty: float = 0.0                      # points taken off the submission's score for lateness
     instructor_notes: list = field(default_factory=list)   # the grading log only: never shown to a student
+    answer_digests: dict = field(default_factory=dict)     # grade_id -> digest of what it graded
 
     @property
     def points(self) -> float: return sum(p.nbgrader_points or 0 for p in self.parts.values())
@@ -121,22 +122,34 @@ def _time_text(when: datetime | None) -> str:
     return '' if when is None else when.isoformat(sep=' ')
 
 # %% ../../nbs/93d_grade_table.ipynb #write-csv
-def write_grades_csv(results: list, path: Path, assignment: str) -> Path:
-    "One row per student and part, students in the order of `results`, parts in the notebook's order; written in one step."
+def _result_rows(r: StudentResult, assignment: str) -> list:
+    "The grades CSV's rows (dicts, as written) of one student's result, parts in the notebook's order."
+    statuses, rows = r.statuses or settle_statuses(r), []
+    for gid, p in r.parts.items():
+        status, reason = statuses[gid]
+        points = None if status == PartStatus.NEEDS_MANUAL else p.nbgrader_points
+        rows.append(csv_row({'student': r.student, 'part': gid, 'kind': p.kind, 'points': _points_text(points),
+                             'max_points': _points_text(p.max_points),
+                             'recheck_points': _points_text(p.recheck_points), 'status': status, 'reason': reason,
+                             'assignment': assignment,
+                             'score': _points_text(import_score(status, points, p.recheck_points)),
+                             'timestamp': _time_text(r.timestamp), 'seconds_late': _points_text(r.seconds_late),
+                             'late_penalty': _points_text(r.late_penalty)}))
+    return rows
+
+def write_grades_csv(results: list, path: Path, assignment: str, kept: dict | None = None) -> Path:
+    """One row per student and part, students in the order of `results`, parts in the notebook's order; written in
+    one step. With `kept` (`kept_grades`: the students of the class not graded this time), their rows too, as they
+    were, and every student in order of their id."""
+    entries = [(r.student, _result_rows(r, assignment)) for r in results] + list((kept or {}).items())
+    if kept:
+        entries.sort(key=lambda entry: entry[0])
     with atomic_write(path, newline='') as f:
         w = csv.DictWriter(f, CSV_FIELDS)
         w.writeheader()
-        for r in results:
-            statuses = r.statuses or settle_statuses(r)
-            for gid, p in r.parts.items():
-                status, reason = statuses[gid]
-                points = None if status == PartStatus.NEEDS_MANUAL else p.nbgrader_points
-                w.writerow(csv_row({'student': r.student, 'part': gid, 'kind': p.kind, 'points': _points_text(points),
-                            'max_points': _points_text(p.max_points), 'recheck_points': _points_text(p.recheck_points),
-                            'status': status, 'reason': reason, 'assignment': assignment,
-                            'score': _points_text(import_score(status, points, p.recheck_points)),
-                            'timestamp': _time_text(r.timestamp), 'seconds_late': _points_text(r.seconds_late),
-                            'late_penalty': _points_text(r.late_penalty)}))
+        for _, rows in entries:
+            for row in rows:
+                w.writerow(row) if isinstance(row, dict) else w.writer.writerow(row)
     return path
 
 # %% ../../nbs/93d_grade_table.ipynb #before-score
@@ -194,18 +207,66 @@ def _logged(text) -> str:
     "`text` for the log: control characters escaped, each further line indented (it can't pass for a student's line)."
     return printable(text, keep_newlines=True).replace('\n', '\n    ')
 
+# %% ../../nbs/93d_grade_table.ipynb #log-entries
+CLEAN_LOG = 'every submission was graded cleanly'
+
+def log_entries(path: Path) -> dict:
+    "printed student name -> their entry's lines in the grading log at `path`; {} when there is none."
+    entries, student = {}, None
+    text = path.read_text(encoding='utf-8', errors='replace') if path.exists() else ''
+    for line in text.splitlines()[2:]:
+        if line.startswith('  ') and student is not None:         # a flag, or a further line of one
+            entries[student].append(line)
+        elif line and line != CLEAN_LOG:
+            student = line.rsplit(': ', 1)[0]
+            entries[student] = [line]
+    return entries
+
+
 # %% ../../nbs/93d_grade_table.ipynb #log
-def write_grading_log(results: list, path: Path, assignment: str) -> Path:
+def _log_lines(r: StudentResult) -> list:
+    "One student's entry in the grading log: their name and status, then each failure, flag and note; [] if none."
+    if not (r.failure or r.flags or r.instructor_notes):
+        return []
+    status = PartStatus.FAILED if r.failure else PartStatus.FLAGGED if r.flags else PartStatus.GRADED
+    return ([f"{printable(r.student)}: {status}"] + [f"  - {_logged(text)}" for text in ([r.failure] if r.failure else r.flags)]
+            + [f"  - for you only: {_logged(text)}" for text in r.instructor_notes])
+
+def write_grading_log(results: list, path: Path, assignment: str, kept=()) -> Path:
     """Every failure and flag in full, per student (what the grades CSV's one-sentence reasons stand for), and the
-    instructor's notes (a hidden test's message): this log is for the instructor only."""
-    lines = [f"tinytorch grade: {assignment}, {len(results)} submission(s)", '']
-    for r in results:
-        if r.failure or r.flags or r.instructor_notes:
-            lines.append(f"{printable(r.student)}: {PartStatus.FAILED if r.failure else PartStatus.FLAGGED if r.flags else PartStatus.GRADED}")
-            lines += [f"  - {_logged(text)}" for text in ([r.failure] if r.failure else r.flags)]
-            lines += [f"  - for you only: {_logged(text)}" for text in r.instructor_notes]
-    if len(lines) == 2:
-        lines.append('every submission was graded cleanly')
+    instructor's notes (a hidden test's message): this log is for the instructor only. The entries of the `kept`
+    students (not graded this time) are kept from the log at `path`."""
+    entries = [(r.student, _log_lines(r)) for r in results]
+    if kept:
+        earlier = log_entries(path)
+        entries = sorted(entries + [(s, earlier.get(printable(s), [])) for s in kept], key=lambda e: e[0])
+    lines = [f"tinytorch grade: {assignment}, {len(results) + len(kept)} submission(s)", '']
+    lines += [line for _, own in entries for line in own] or [CLEAN_LOG]
     with atomic_write(path) as f:
         f.write('\n'.join(lines) + '\n')
     return path
+
+# %% ../../nbs/93d_grade_table.ipynb #kept
+def kept_grades(path, parts: list, graded: set, log=lambda line: None) -> dict:
+    """student -> their rows of the grades CSV at `path` (lists of fields in today's columns, as the file holds them)
+    for every student in it who is not in `graded`: what a run that grades part of a class keeps, byte for byte; {}
+    when there is no such file. BadInput, to raise before any grading, when it can't be read or those students were
+    graded on other `parts` (the notebook changed since). Says in the `log` how many it keeps."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    rows, lines = read_grades_csv(path), read_csv_lines(path, str(path), 'a grades CSV', encoding='utf-8')
+    as_written = lines[0][1] == CSV_FIELDS
+    kept = {}
+    for (_, fields), row in zip(lines[1:], rows):
+        if row['student'] not in graded:
+            kept.setdefault(row['student'], []).append(
+                (row['part'], fields if as_written else [csv_row(row)[c] for c in CSV_FIELDS]))
+    for student, own in kept.items():
+        if [part for part, _ in own] != list(parts):
+            raise BadInput(f"{path}: {student!r} was graded on parts {[p for p, _ in own]}, the notebook has "
+                           f"{list(parts)} now: grade the whole class again, or grade into a new --course")
+    if kept:
+        log(f"grading {len(graded)} student(s) of the class; the grades of the {len(kept)} other(s) graded "
+            f"before in {path.parent} are kept as they are")
+    return {student: [fields for _, fields in own] for student, own in kept.items()}

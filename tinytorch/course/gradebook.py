@@ -16,13 +16,14 @@ from pathlib import Path
 from .assignments import generate_assignment, write_course
 from .generation_cache import generation_key
 from .grade_table import Part, StudentResult, import_score, settle_statuses
-from .notebooks import cell_source, read_nb, strip_hidden_tests, write_nb, writes_nb
+from .notebooks import cell_source, nbgrader_fields, read_nb, strip_hidden_tests, write_nb, writes_nb
+from .untrusted_text import printable
 from .vocabulary import CourseLayout, PartStatus, atomic_write, open_gradebook
 
 # %% auto #0
 __all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'read_copy_grades',
-           'gradebook_auto_score', 'merge_into_gradebook', 'GradebookGuard', 'read_gradebook', 'set_late_penalties',
-           'gradebook_students', 'copy_submissions']
+           'gradebook_auto_score', 'answer_digests', 'merge_graded_answers', 'merge_into_gradebook', 'GradebookGuard',
+           'read_gradebook', 'your_work_lines', 'set_late_penalties', 'gradebook_students', 'copy_submissions']
 
 # %% ../../nbs/93c_gradebook.ipynb #sha256
 def _sha256(path: Path) -> str | None:
@@ -144,26 +145,129 @@ def gradebook_auto_score(status: PartStatus, part: Part) -> float | None:
         return import_score(status, part.nbgrader_points or 0.0, part.recheck_points)
     return part.nbgrader_points
 
+# %% ../../nbs/93c_gradebook.ipynb #answer-digests
+def _text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()
+
+def answer_digests(nb) -> dict:
+    """grade_id -> SHA-256 of what a person looks at to score that part of the notebook `nb`: a written answer's (or a
+    solution cell's) own text; for a code part, the student's code, every solution cell in order."""
+    cells = [(c, nbgrader_fields(c)) for c in nb['cells']]
+    code = _text_digest('\0'.join(cell_source(c) for c, f in cells if f.get('solution') and c['cell_type'] == 'code'))
+    digests = {}
+    for cell, fields in cells:
+        gid = fields.get('grade_id')
+        if isinstance(gid, str) and (fields.get('solution') or fields.get('grade')):
+            digests[gid] = _text_digest(cell_source(cell)) if fields.get('solution') else code
+    return digests
+
+# %% ../../nbs/93c_gradebook.ipynb #graded-answers
+def _graded_answers(course_dir: Path, assignment: str) -> dict:
+    """The course's record of its graded parts: {'parts': student -> `answer_digests` of the submission last graded,
+    'look_again': student -> the parts whose score a re-grade kept and marked to look at again}; empty when none."""
+    try:
+        record = json.loads(CourseLayout(course_dir).graded_answers(assignment).read_text(encoding='utf-8'))
+    except (OSError, ValueError):
+        record = {}
+    record = record if isinstance(record, dict) else {}
+    return {key: record.get(key) if isinstance(record.get(key), dict) else {} for key in ('parts', 'look_again')}
+
+def _write_graded_answers(course_dir: Path, assignment: str, record: dict):
+    with atomic_write(CourseLayout(course_dir).graded_answers(assignment)) as f:
+        json.dump(record, f, indent=1, sort_keys=True)
+
+def _record_graded_answers(course_dir: Path, assignment: str, student: str, digests: dict, look_again: set):
+    """Keep `digests` as what `student`'s parts held when graded (unless there are none: it wasn't read), and
+    `look_again` as the parts marked to look at again."""
+    record = _graded_answers(course_dir, assignment)
+    if digests:
+        record['parts'][student] = digests
+    record['look_again'][student] = sorted(look_again)
+    _write_graded_answers(course_dir, assignment, record)
+
+def merge_graded_answers(courses: list, dest: Path, assignment: str):
+    "The `_graded_answers` records of the shard `courses` (a student is in one of them only) as the record of `dest`."
+    record = {'parts': {}, 'look_again': {}}
+    for course in courses:
+        for key, value in _graded_answers(course, assignment).items():
+            record[key].update(value)
+    if any(record.values()):
+        _write_graded_answers(dest, assignment, record)
+
+# %% ../../nbs/93c_gradebook.ipynb #manual-work
+def _manual_work(sub, look_again=()) -> dict:
+    """cell name -> what you entered in the formgrader on the submission `sub`: 'manual' and 'extra' (a score and its
+    extra credit; 'waiting': a score in `look_again` that you haven't looked at again), 'comment'."""
+    work = {}
+    for nb in sub.notebooks:
+        for g in nb.grades:
+            if g.manual_score is not None or g.extra_credit:
+                work[g.name] = {'manual': g.manual_score, 'extra': g.extra_credit,
+                                'waiting': g.name in look_again and bool(g.needs_manual_grade)}
+        for c in nb.comments:
+            if c.manual_comment:
+                work.setdefault(c.name, {})['comment'] = c.manual_comment
+    return work
+
+def _restore_manual_work(nb, work: dict, changed: set) -> tuple:
+    """`work` (`_manual_work`) put back on the submitted notebook `nb` of a new grading. A kept score whose part
+    `changed`, or that was still waiting, is marked 'needs manual grading' again. Returns the names restored, and
+    those marked."""
+    restored, again = set(), set()
+    for g in nb.grades:
+        w = work.get(g.name, {})
+        if 'manual' in w:
+            g.manual_score, g.extra_credit = w['manual'], w['extra']
+            if w['manual'] is not None:
+                g.needs_manual_grade = w['waiting'] or g.name in changed
+                again |= {g.name} if g.needs_manual_grade else set()
+            restored.add(g.name)
+    for c in nb.comments:
+        if 'comment' in work.get(c.name, {}):
+            c.manual_comment = work[c.name]['comment']
+            restored.add(c.name)
+    return restored, again
+
+# %% ../../nbs/93c_gradebook.ipynb #kept-notes
+def _kept_notes(work: dict, restored: set, again: set) -> list:
+    "The grading log's lines (for you only) on your formgrader work kept, to look at again, or with no part left."
+    notes = []
+    if restored:
+        notes.append(f"your formgrader work is kept on {', '.join(sorted(restored))}")
+    if again:
+        notes.append(f"changed since you scored it, your score kept, marked 'needs manual grading' to look at "
+                     f"again: {', '.join(sorted(again))}")
+    lost = sorted(set(work) - restored)
+    if lost:
+        notes.append(f"your scores or comments on {', '.join(lost)} were not kept: the notebook has no such part now")
+    return notes
+
 # %% ../../nbs/93c_gradebook.ipynb #merge
-def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResult, late=None):
+def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResult, late=None) -> list:
     """Record `result` in the master gradebook (replacing an earlier submission of the same student), each autograded
     part at `gradebook_auto_score`: the formgrader's totals and `nbgrader export` never pay a flagged part more.
-    With its timestamp; `late` (a `LateWork`) adds the due date, the student's extension and each notebook's late
-    penalty."""
+    What you entered in the formgrader on the earlier submission is kept (`_restore_manual_work`), a changed part
+    marked to look at again. With its timestamp; `late` (a `LateWork`) adds the due date, the student's extension and
+    each notebook's late penalty. Returns the grading log's notes on your kept work."""
     from nbgrader.api import MissingEntry
     statuses = result.statuses or settle_statuses(result)
+    record = _graded_answers(course_dir, assignment)
+    before, look_again = record['parts'].get(result.student, {}), record['look_again'].get(result.student, [])
+    changed = {gid for gid, d in result.answer_digests.items() if before.get(gid, d) != d}
     with open_gradebook(CourseLayout(course_dir).gradebook) as gb:
         gb.update_or_create_student(result.student)
         try:
+            work = _manual_work(gb.find_submission(assignment, result.student), set(look_again))
             gb.remove_submission(assignment, result.student)
         except MissingEntry:
-            pass
+            work = {}
         if late is not None and late.due is not None:      # nbgrader keeps times as naive UTC
             gb.update_or_create_assignment(assignment, duedate=late.due.replace(tzinfo=None))
         sub = gb.add_submission(assignment, result.student,
                                 **({'timestamp': result.timestamp} if result.timestamp is not None else {}))
         if late is not None and late.extensions.get(result.student):
             sub.extension = late.extensions[result.student]
+        restored, again = set(), set()
         for nb in sub.notebooks:
             for g in nb.grades:
                 part = result.parts.get(g.name)
@@ -172,10 +276,14 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
                 written = part.kind == 'answer' and not result.failure
                 g.auto_score = None if written else gradebook_auto_score(statuses[g.name][0], part)
                 g.needs_manual_grade = written
+            kept, marked = _restore_manual_work(nb, work, changed)
+            restored, again = restored | kept, again | marked
             if late is not None:
                 raw = sum(g.auto_score or 0.0 for g in nb.grades)
                 nb.late_submission_penalty = late.policy.penalty(raw, late.seconds_late(result.student, result.timestamp))
         gb.db.commit()
+    _record_graded_answers(course_dir, assignment, result.student, result.answer_digests, again)
+    return _kept_notes(work, restored, again)
 
 # %% ../../nbs/93c_gradebook.ipynb #guard
 class GradebookGuard:
@@ -202,8 +310,9 @@ class GradebookGuard:
 
 # %% ../../nbs/93c_gradebook.ipynb #read-master
 def read_gradebook(course: Path, assignment: str) -> dict:
-    "student -> {part: {'auto', 'manual', 'extra', 'max', 'comment'}} from the master gradebook."
-    scores = {}
+    """student -> {part: {'auto', 'manual', 'extra', 'max', 'comment', 'second_look'}} from the master gradebook;
+    `second_look`: your score was kept at a re-grade that changed the part, and you haven't saved one since."""
+    scores, look_again = {}, _graded_answers(course, assignment)['look_again']
     with open_gradebook(CourseLayout(course).gradebook) as gb:
         for sub in gb.assignment_submissions(assignment):
             parts = scores.setdefault(sub.student_id, {})
@@ -211,8 +320,25 @@ def read_gradebook(course: Path, assignment: str) -> dict:
                 comments = {c.name: c.manual_comment for c in nb.comments}
                 for g in nb.grades:
                     parts[g.name] = {'auto': g.auto_score, 'manual': g.manual_score, 'extra': g.extra_credit,
-                                     'max': g.max_score, 'comment': comments.get(g.name)}
+                                     'max': g.max_score, 'comment': comments.get(g.name),
+                                     'second_look': bool(g.needs_manual_grade) and g.manual_score is not None
+                                                    and g.name in look_again.get(sub.student_id, ())}
     return scores
+
+# %% ../../nbs/93c_gradebook.ipynb #your-work
+def your_work_lines(course_dir: Path, assignment: str, students: list) -> list:
+    "A grading run's lines on the formgrader work that `students` (graded now) keep, and what to look at again."
+    book = read_gradebook(course_dir, assignment)
+    mine = [(s, part, g) for s in students for part, g in book.get(s, {}).items()]
+    scored = [(s, p) for s, p, g in mine if g['manual'] is not None or g['extra'] or g['comment']]
+    again = [f"{printable(s)} {p}" for s, p, g in mine if g['second_look']]
+    lines = [f"your formgrader work is kept: {len(scored)} part(s) of {len({s for s, _ in scored})} student(s) "
+             "keep the scores, extra credit and comments you gave them"] if scored else []
+    if again:
+        more = f" and {len(again) - 10} more (the grading log names each)" if len(again) > 10 else ''
+        lines.append("changed since you scored them, marked 'needs manual grading' in the formgrader to look at "
+                     f"again: {', '.join(again[:10])}{more}")
+    return lines
 
 # %% ../../nbs/93c_gradebook.ipynb #late-penalties
 def set_late_penalties(course: Path, assignment: str, penalties: dict):

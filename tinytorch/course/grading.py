@@ -19,11 +19,12 @@ from .assignments import secret_lines
 from .errors import MissingInput
 from .feedback import publish_feedback
 from tinytorch.course.grade_table import (
-    HIDDEN_FAILED, UNSANDBOXED, StudentResult, import_total, settle_statuses, write_grades_csv, write_grading_log,
+    HIDDEN_FAILED, UNSANDBOXED, StudentResult, import_total, kept_grades, settle_statuses, write_grades_csv,
+    write_grading_log,
 )
 from tinytorch.course.gradebook import (
-    GradebookGuard, autograde_command, autograded_path, create_gradebooks, merge_into_gradebook, read_copy_grades,
-    write_submission_course,
+    GradebookGuard, answer_digests, autograde_command, autograded_path, create_gradebooks, merge_into_gradebook, read_copy_grades,
+    write_submission_course, your_work_lines,
 )
 from .grading_inputs import empty_parts, exported_module, grading_package, repair_submission
 from .late import LateWork, describe_lateness, read_timestamp
@@ -34,7 +35,9 @@ from .recheck import RecheckFailed, recheck_program
 from .recheck_run import apply_recheck, flag_limit_hits, recheck_submission, stopped_by_limit
 from .sandbox import Sandbox, claimed_uids, kept_out, isolation_level, run_isolated, was_killed
 from .shards import parse_shard, select_shard
-from .submissions import EXCHANGE_FILES, STUDENT_ID, Found, check_clear, find_submissions, snapshot_submissions, with_receipts
+from tinytorch.course.submissions import (
+    EXCHANGE_FILES, STUDENT_ID, Found, check_clear, find_submissions, only_students, snapshot_submissions, with_receipts,
+)
 from .untrusted_text import markdown_text, printable
 from .vocabulary import CourseLayout, PartStatus
 
@@ -118,6 +121,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, u
         if submission_path is None or not submission_path.exists():
             raise RuntimeError(f"no submission found (expected {setup.notebook.name})")
         submission, result.flags = repair_submission(_read_submission(submission_path, shown), source)
+        result.answer_digests = answer_digests(submission)
         nbgrader_dir, recheck_dir = work / 'nbgrader', work / 'recheck'
         nbgrader_dir.mkdir(); recheck_dir.mkdir()
         result.autograded = _autograde(setup, student, submission, nbgrader_dir, uid, result)
@@ -279,7 +283,7 @@ def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: lis
             settle_statuses(r)
             _publish(setup, course_dir, r, hidden, found)
             if STUDENT_ID.match(r.student):
-                merge_into_gradebook(course_dir, setup.assignment, r, setup.late)
+                r.instructor_notes += merge_into_gradebook(course_dir, setup.assignment, r, setup.late)
             guard.accept()
             log(_result_line(r))
             results.append(r)
@@ -359,36 +363,42 @@ def _log_run(setup: GradingSetup, subs: list, jobs: int, cannot: list, found: li
     _log_late_work(setup.late, found, log)
 
 # %% ../../nbs/93_grading.ipynb #batch-write
-def _write_grades(results: list, course_dir: Path, assignment: str, log) -> Path:
-    "The grades CSV and the grading log of `results` in `course_dir`, said in the log; returns the CSV's path."
-    csv_path = write_grades_csv(results, CourseLayout(course_dir).grades_csv(assignment), assignment)
-    log_path = write_grading_log(results, CourseLayout(course_dir).grading_log(assignment), assignment)
+def _write_grades(results: list, course_dir: Path, assignment: str, log, kept: dict | None = None) -> Path:
+    """The grades CSV and the grading log of `results` in `course_dir`, with the rows and log entries of the `kept`
+    students (`kept_grades`) as they were, said in the log; returns the CSV's path."""
+    csv_path = write_grades_csv(results, CourseLayout(course_dir).grades_csv(assignment), assignment, kept)
+    log_path = write_grading_log(results, CourseLayout(course_dir).grading_log(assignment), assignment, list(kept or {}))
     log(f"grades: {csv_path} (import the score column; every flag in full: {log_path.name})")
     return csv_path
+
 
 # %% ../../nbs/93_grading.ipynb #batch
 def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1, cell_timeout: int = 30,
           wall_seconds: float = 300, sandbox: bool = True, log=print, shard=None, limits: Limits | None = None,
-          late: LateWork | None = None, clear=()) -> tuple:
-    """Grade every submission (with `shard='K/N'`, only shard K of N's); returns (results, path of the grades
-    CSV). Raises `SandboxUnavailable`, before anything is written, when no sandbox can be had and `sandbox` is True.
+          late: LateWork | None = None, clear=(), only=()) -> tuple:
+    """Grade every submission (with `shard='K/N'`, only shard K of N's; with `only`, those students'); returns
+    (results, path of the grades CSV). Students graded before in the course and not now keep their grades.
+    Raises `SandboxUnavailable`, before anything is written, when no sandbox can be had and `sandbox` is True.
     `limits` (default `Limits()`) caps what each submission may use; a limit that can't hold here is logged in one line.
     `late` (default: no due date) is the due date, extensions and late policy, kept as COURSE/late_work.json.
-    `clear` names students whose held submission (`_held`) you looked at: their notebook as it is now is graded."""
+    `clear` names students whose held submission (`_held`) you looked at: their notebook as it is now is graded.
+    Your scores, extra credit and comments in the formgrader are kept (`merge_into_gradebook`)."""
     shard = parse_shard(shard) if shard is not None else None     # a bad value fails before any work
     submissions_dir = _submissions_folder(submissions_dir)
-    if clear:
-        check_clear(clear, find_submissions(submissions_dir, find_notebook(module, nbs_dir).name), submissions_dir)
+    source = find_notebook(module, nbs_dir)
+    found = find_submissions(submissions_dir, source.name)
+    if not found:
+        raise MissingInput(f"no student folders in {submissions_dir}")
+    check_clear(clear, only_students(found, only, submissions_dir), submissions_dir)
     course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
+    mine = _this_shard(only_students(found, only, submissions_dir), shard, submissions_dir, log)
+    kept = kept_grades(CourseLayout(course_dir).grades_csv(source.stem), list(empty_parts(read_nb(source))),
+                       {f.student for f in mine}, log)                 # the others keep theirs, byte for byte
     level = isolation_level(sandbox)
     held, cannot = enforced(Limits() if limits is None else limits, level)
     setup = set_up_grading(module, nbs_dir, course_dir, level, cell_timeout, wall_seconds, hide=(submissions_dir,))
     setup.limits, setup.late = held, late or LateWork()
     try:
-        found = find_submissions(submissions_dir, setup.notebook.name)
-        if not found:
-            raise MissingInput(f"no student folders in {submissions_dir}")
-        mine = _this_shard(found, shard, submissions_dir, log)
         mine = with_receipts(mine, read_receipts(submissions_dir.parent, setup.assignment), setup.late, log)
         subs = snapshot_submissions(mine, course_dir / '.snapshot', submissions_dir)
         _clear(setup, subs, clear, course_dir, log)
@@ -397,4 +407,6 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
         results = _grade_all(setup, subs, course_dir, jobs, log)
     finally:                                   # also when grading stops early
         shutil.rmtree(setup.work_root, ignore_errors=True)
-    return results, _write_grades(results, course_dir, setup.assignment, log)
+    for line in your_work_lines(course_dir, setup.assignment, [r.student for r in results]):
+        log(line)
+    return results, _write_grades(results, course_dir, setup.assignment, log, kept)

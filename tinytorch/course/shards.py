@@ -15,9 +15,9 @@ from pathlib import Path
 
 from .errors import BadInput
 from .generation_cache import files_under
-from .grade_table import CSV_FIELDS, read_grades_csv
+from .grade_table import CLEAN_LOG, CSV_FIELDS, log_entries, read_grades_csv
 from .untrusted_text import csv_row
-from .gradebook import copy_submissions, gradebook_students
+from .gradebook import copy_submissions, gradebook_students, merge_graded_answers
 from .vocabulary import CourseLayout, PartStatus, atomic_write
 
 # %% auto #0
@@ -166,16 +166,10 @@ def _check_courses(courses: list, assignment: str, csv_paths: list):
 # %% ../../nbs/93e_shards.ipynb #merged-log
 def _merged_log(courses: list, assignment: str, submissions: int) -> str:
     "The shards' grading logs as one run writes it: each flagged or failed student's entry, sorted by student."
-    entries, student = {}, None
+    entries = {}
     for course in courses:
-        log = CourseLayout(course).grading_log(assignment)
-        for line in (log.read_text(encoding='utf-8').splitlines()[2:] if log.exists() else []):
-            if line.startswith('  - ') and student is not None:
-                entries[student].append(line)
-            elif line and line != 'every submission was graded cleanly':
-                student = line.rsplit(': ', 1)[0]
-                entries[student] = [line]
-    body = [line for s in sorted(entries) for line in entries[s]] or ['every submission was graded cleanly']
+        entries.update(log_entries(CourseLayout(course).grading_log(assignment)))
+    body = [line for s in sorted(entries) for line in entries[s]] or [CLEAN_LOG]
     return '\n'.join([f"tinytorch grade: {assignment}, {submissions} submission(s)", '', *body]) + '\n'
 
 # %% ../../nbs/93e_shards.ipynb #course
@@ -201,6 +195,7 @@ def merge_courses(dest, csv_paths: list, rows: list) -> Path:
             shutil.copy(courses[0] / 'late_work.json', tmp)
         for course in courses[1:]:
             copy_submissions(CourseLayout(course).gradebook, CourseLayout(tmp).gradebook, assignment)
+        merge_graded_answers(courses, tmp, assignment)       # what a later re-grade compares your scores' parts with
         for course in courses:
             for folder in ('autograded', 'feedback'):
                 for student in sorted(p for p in (course / folder).glob('*') if p.is_dir()):

@@ -13,10 +13,12 @@ from typing import NamedTuple
 
 from .errors import BadInput
 from .late import LateWork
+from .untrusted_text import printable
 from .provenance import Refused, link_reason, links_under, read_no_follow
 
 # %% auto #0
-__all__ = ['STUDENT_ID', 'EXCHANGE_FILES', 'Found', 'find_submissions', 'snapshot_submissions', 'with_receipts', 'check_clear']
+__all__ = ['STUDENT_ID', 'EXCHANGE_FILES', 'Found', 'find_submissions', 'snapshot_submissions', 'with_receipts', 'check_clear',
+           'only_students']
 
 # %% ../../nbs/93q_submissions.ipynb #student-id
 # A student id is a folder name, an argument of nbgrader's command line and (on an exchange) a Unix user name.
@@ -149,3 +151,16 @@ def check_clear(clear, found: list, submissions_dir: Path):
     if unknown:
         raise BadInput(f"--clear {', '.join(unknown)}: no notebook of {'that student' if len(unknown) == 1 else 'those students'} "
                        f"in {submissions_dir} to clear")
+
+# %% ../../nbs/93q_submissions.ipynb #only-students
+def only_students(found: list, only, submissions_dir: Path) -> list:
+    """The submissions of `found` whose student `--only` names (all of them when it names none); BadInput, before
+    anything is written, naming each student it names who has no folder in the submissions."""
+    if not only:
+        return found
+    unknown = sorted(set(only) - {f.student for f in found})
+    if unknown:
+        there = ', '.join(f.student for f in found[:8]) + (', …' if len(found) > 8 else '')
+        raise BadInput(f"--only {', '.join(map(printable, unknown))}: no such student folder in {submissions_dir} "
+                       f"(there: {printable(there) or 'none'})")
+    return [f for f in found if f.student in set(only)]

@@ -138,7 +138,8 @@ class FinalStatus(StrEnum):
     "A student's `status` in the final grades, and why each part's points are what they are."
     COMPLETE = 'complete'                 # every part has its points: ready to import
     TO_GRADE = 'to grade'                 # a written answer (or a part the gradebook lacks) waits for your score
-    TO_CONFIRM = 'to confirm'             # a flagged part holds the safer score until you confirm or change it
+    TO_CONFIRM = 'to confirm'             # a flagged part holds the safer score (or a part changed since
+                                          # you scored it keeps your score) until you confirm or change it
     FLAGGED = 'flagged'                   # the gradebook disagrees with what grading recorded
     FAILED = 'failed'                     # the submission could not be graded: 0 points
     SCORED_BY_YOU = 'scored by you'       # a part's points came from the formgrader (a part's reason only)
@@ -164,6 +165,9 @@ class CourseLayout(NamedTuple):
     def grading_log(self, assignment: str) -> Path: return Path(self.root) / f'grades_{assignment}.log'
     def cleared(self, assignment: str) -> Path: return Path(self.root) / f'cleared_{assignment}.csv'
     def receipts(self, assignment: str) -> Path: return Path(self.root) / f'receipts_{assignment}.json'
+    def graded_answers(self, assignment: str) -> Path:
+        "What each student's parts held when last graded (digests): a re-grade tells a changed answer by it."
+        return Path(self.root) / f'graded_answers_{assignment}.json'
 
 # %% ../../nbs/89b_course_vocabulary.ipynb #moved-names
 def moved_names(module: str, moves: dict):
