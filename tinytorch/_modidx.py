@@ -575,6 +575,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                        'tinytorch/course/feedback.py'),
                                            'tinytorch.course.feedback._kept_exporter': ( 'feedback.html#_kept_exporter',
                                                                                          'tinytorch/course/feedback.py'),
+                                           'tinytorch.course.feedback._status_text': ( 'feedback.html#_status_text',
+                                                                                       'tinytorch/course/feedback.py'),
                                            'tinytorch.course.feedback.feedback_exporter': ( 'feedback.html#feedback_exporter',
                                                                                             'tinytorch/course/feedback.py'),
                                            'tinytorch.course.feedback.feedback_html': ( 'feedback.html#feedback_html',
