@@ -20,9 +20,10 @@ from .notebooks import cell_source, read_nb, strip_hidden_tests, write_nb, write
 from .vocabulary import CourseLayout, PartStatus, atomic_write, open_gradebook
 
 # %% auto #0
-__all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'read_copy_grades',
-           'gradebook_auto_score', 'merge_into_gradebook', 'GradebookGuard', 'read_gradebook', 'set_late_penalties',
-           'gradebook_students', 'copy_submissions']
+__all__ = ['REVIEW_NOTE', 'create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path',
+           'read_copy_grades', 'gradebook_auto_score', 'merge_into_gradebook', 'review_reason', 'mark_for_review',
+           'GradebookGuard', 'read_gradebook', 'flagged_students', 'set_late_penalties', 'gradebook_students',
+           'copy_submissions']
 
 # %% ../../nbs/93c_gradebook.ipynb #sha256
 def _sha256(path: Path) -> str | None:
@@ -175,7 +176,55 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
             if late is not None:
                 raw = sum(g.auto_score or 0.0 for g in nb.grades)
                 nb.late_submission_penalty = late.policy.penalty(raw, late.seconds_late(result.student, result.timestamp))
+        mark_for_review(sub, result)
         gb.db.commit()
+
+# %% ../../nbs/93c_gradebook.ipynb #review-reason
+REVIEW_NOTE = 'tinytorch grade'      # how every reason `mark_for_review` writes begins
+
+def review_reason(result: StudentResult) -> str | None:
+    "Why `result` needs your eyes, in the words the formgrader shows (None: it doesn't): its failure, or every flag."
+    if result.failure:
+        return f"{REVIEW_NOTE} could not grade this submission: {result.failure}"
+    if result.flags:
+        return f"{REVIEW_NOTE} flagged this submission: " + '; '.join(result.flags)
+    return None
+
+# %% ../../nbs/93c_gradebook.ipynb #review-first
+def _commented_order(result: StudentResult) -> list:
+    "The grade ids of `result`'s solution cells (the cells the formgrader gives a comment box) in its notebook's order."
+    order = []
+    if result.autograded is not None and Path(result.autograded).is_file():
+        try:
+            order = [c['metadata']['nbgrader']['grade_id'] for c in read_nb(result.autograded)['cells']
+                     if (c.get('metadata', {}).get('nbgrader') or {}).get('solution')]
+        except (ValueError, KeyError, OSError, TypeError):
+            order = []
+    return order + list(result.parts)
+
+# %% ../../nbs/93c_gradebook.ipynb #review
+def mark_for_review(sub, result: StudentResult):
+    """Tick **Flagged?** on each notebook of the gradebook submission `sub` when `result` needs your eyes, with
+    `review_reason` as the automatic comment of its first commented cell; a reason you already saw and unticked stays
+    unticked. A submission that needs nothing loses the tick and the note this function gave it."""
+    reason = review_reason(result)
+    rank = {}
+    for k, gid in enumerate(_commented_order(result)):
+        rank.setdefault(gid, k)
+    for nb in sub.notebooks:
+        comments = sorted(nb.comments, key=lambda c: rank.get(c.name, len(rank)))
+        ours = [c for c in comments if (c.auto_comment or '').startswith(REVIEW_NOTE)]
+        if reason is None:
+            nb.flagged = False if ours else nb.flagged
+            for c in ours:
+                c.auto_comment = None
+            continue
+        seen = bool(ours) and ours[0].auto_comment == reason and not nb.flagged
+        for c in ours:
+            c.auto_comment = None
+        if comments:
+            comments[0].auto_comment = reason
+        nb.flagged = nb.flagged if seen else True
 
 # %% ../../nbs/93c_gradebook.ipynb #guard
 class GradebookGuard:
@@ -213,6 +262,12 @@ def read_gradebook(course: Path, assignment: str) -> dict:
                     parts[g.name] = {'auto': g.auto_score, 'manual': g.manual_score, 'extra': g.extra_credit,
                                      'max': g.max_score, 'comment': comments.get(g.name)}
     return scores
+
+# %% ../../nbs/93c_gradebook.ipynb #read-flagged
+def flagged_students(course: Path, assignment: str) -> set:
+    "The students whose submission of `assignment` is ticked **Flagged?** in the master gradebook (not yet reviewed)."
+    with open_gradebook(CourseLayout(course).gradebook) as gb:
+        return {sub.student_id for sub in gb.assignment_submissions(assignment) if any(nb.flagged for nb in sub.notebooks)}
 
 # %% ../../nbs/93c_gradebook.ipynb #late-penalties
 def set_late_penalties(course: Path, assignment: str, penalties: dict):
