@@ -742,6 +742,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                     'tinytorch/course/gradebook.py')},
             'tinytorch.course.grading': { 'tinytorch.course.grading.GradingSetup': ( 'grading.html#gradingsetup',
                                                                                      'tinytorch/course/grading.py'),
+                                          'tinytorch.course.grading._as_handed_in': ( 'grading.html#_as_handed_in',
+                                                                                      'tinytorch/course/grading.py'),
                                           'tinytorch.course.grading._autograde': ('grading.html#_autograde', 'tinytorch/course/grading.py'),
                                           'tinytorch.course.grading._clear': ('grading.html#_clear', 'tinytorch/course/grading.py'),
                                           'tinytorch.course.grading._grade_all': ('grading.html#_grade_all', 'tinytorch/course/grading.py'),
