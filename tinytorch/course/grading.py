@@ -19,16 +19,18 @@ from .assignments import secret_lines
 from .errors import MissingInput
 from .feedback import publish_feedback
 from tinytorch.course.grade_table import (
-    HELD, HIDDEN_FAILED, UNSANDBOXED, StudentResult, import_total, settle_statuses, write_grades_csv, write_grading_log,
+    HIDDEN_FAILED, UNSANDBOXED, StudentResult, import_total, settle_statuses, write_grades_csv, write_grading_log,
 )
 from tinytorch.course.gradebook import (
     GradebookGuard, autograde_command, autograded_path, create_gradebooks, merge_into_gradebook, read_copy_grades,
     write_submission_course,
 )
-from .grading_inputs import empty_parts, exported_module, grading_package, repair_submission
+from tinytorch.course.grading_inputs import (
+    empty_parts, exported_module, grading_package, held_submission, repair_submission,
+)
 from .late import LateWork, describe_lateness, read_timestamp
 from .limits import Limits, describe_limits, enforced
-from .notebooks import NotebookError, find_notebook, read_nb, reads_nb, write_nb
+from .notebooks import NotebookError, find_notebook, read_nb, reads_nb
 from .provenance import clear_submissions, copied_reasons, notebook_digest, read_cleared, read_receipts
 from .recheck import RecheckFailed, recheck_program
 from .recheck_run import apply_recheck, flag_limit_hits, recheck_submission, stopped_by_limit
@@ -236,46 +238,8 @@ def _refused(setup: GradingSetup, found: Found) -> StudentResult | None:
            else found.problem)
     return why and StudentResult(found.student, empty_parts(setup.source), failure=why, sandboxed=setup.sandbox is not None)
 
-# %% ../../nbs/93_grading.ipynb #held-notebook
-def _as_handed_in(setup: GradingSetup, student: str, nb: dict) -> tuple:
-    """(path, work folder) of the held notebook `nb` as the formgrader shows it: never run, outputs
-    cleared, each graded cell with the source's nbgrader metadata (restored by cell id where it was
-    stripped), in a new work folder."""
-    nb, _ = repair_submission(nb, setup.source)
-    graded = [c['metadata']['nbgrader'] for c in setup.source['cells']
-              if (c.get('metadata', {}).get('nbgrader') or {}).get('grade_id')]
-    ours = {g['grade_id']: g for g in graded}
-    for cell in nb['cells']:
-        meta = cell.get('metadata', {})
-        if meta.get('nbgrader'):
-            meta['nbgrader'] = dict(ours[meta['nbgrader']['grade_id']])
-        if cell['cell_type'] == 'code':
-            cell['outputs'], cell['execution_count'] = [], None
-    work = Path(tempfile.mkdtemp(prefix=f'{student}-', dir=setup.work_root))
-    return write_nb(nb, work / setup.notebook.name), work
-
 # %% ../../nbs/93_grading.ipynb #held
-def _held(setup: GradingSetup, found: Found) -> StudentResult | None:
-    """The result of a submission that looks copied from the instructor's notebook (`copied_reasons`) and that you
-    haven't cleared: every part at 0, flagged with why, and the notebook as handed in for the
-    formgrader (`_as_handed_in`); None when it is graded as usual."""
-    try:
-        data = found.path.read_bytes()                   # the grader's snapshot
-        reasons = copied_reasons(reads_nb(data.decode('utf-8'), found.shown), setup.source)
-    except (NotebookError, UnicodeDecodeError, OSError):
-        return None                                      # grade_one says why it can't be read
-    if not reasons or setup.cleared.get(found.student) == notebook_digest(data):
-        return None
-    flags = [f"{HELD} {why}" for why in reasons]
-    flags.append(f"after looking at {found.shown}, `tinytorch grade ... --clear {found.student}` grades it as usual")
-    result = StudentResult(found.student, empty_parts(setup.source), flags=flags,
-                           sandboxed=setup.sandbox is not None)
-    try:
-        nb = reads_nb(data.decode('utf-8'), found.shown)
-        result.autograded, result.workdir = _as_handed_in(setup, found.student, nb)
-    except (KeyError, TypeError, AttributeError, ValueError, OSError):
-        result.flags.append(f"{found.shown} can't be shown in the formgrader: open it as handed in")
-    return result
+_held = held_submission    # a submission that looks copied, held at 0 (`93s_grading_inputs`)
 
 # %% ../../nbs/93_grading.ipynb #grade-in-slots
 def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: list, log) -> list:
