@@ -22,7 +22,7 @@ from requirements import require
 require("nbgrader")
 
 from browser import chromium, serve_formgrader  # noqa: E402
-from course_scenarios import build, without_demos, demo_cells  # noqa: E402
+from course_scenarios import build, demo_cells, solve, without_demos  # noqa: E402
 from payloads import (COMMENT, ESCAPE_FOLDER, FORMULA_FOLDER, HOSTILE_ROSTER, MARK, hostile,  # noqa: E402
                       hostile_roster_csv)
 
@@ -47,8 +47,9 @@ def _tinytorch(*args) -> tuple:
 
 @pytest.fixture(scope="module")
 def course(release_11, tmp_path_factory):
-    """One graded course shared by every check: `hostile` (payloads everywhere, correct code) and `flagged` (a
-    submission whose notebook score the re-check doesn't reproduce), graded as an instructor grades them."""
+    """One graded course shared by every check: `hostile` (payloads everywhere, correct code), `flagged` (a
+    submission whose notebook score the re-check doesn't reproduce) and `copied` (the instructor's notebook handed in
+    as it is: held at 0), graded as an instructor grades them."""
     base = tmp_path_factory.mktemp("browser-safety")
     release = json.loads(release_11.read_text())
     source = json.loads((NBS / f"{ASSIGNMENT}.ipynb").read_text())
@@ -56,6 +57,7 @@ def course(release_11, tmp_path_factory):
     demos = demo_cells(release)
     for student, nb in {"hostile": hostile(without_demos(subs["reference"], demos), ANSWER),
                         "flagged": without_demos(subs["input-transformer"], demos),
+                        "copied": without_demos(solve(release, source), demos),
                         ESCAPE_FOLDER: subs["reference"], FORMULA_FOLDER: subs["reference"]}.items():
         dest = base / "submissions" / student / f"{ASSIGNMENT}.ipynb"
         dest.parent.mkdir(parents=True)
@@ -402,3 +404,71 @@ def test_names_stay_text_in_every_csv_and_on_the_console(course, regraded, tmp_p
     matched = read_canvas_import(files["canvas"], users)
     rows = list(csv.reader(open(files["canvas"], encoding="utf-8")))[2:]          # after the Points Possible row
     assert len(rows) == 2 and matched["unmatched"] == [], (rows, matched)      # both matched, by Canvas' own ID
+
+
+def _listed(page, base) -> dict:
+    "student -> their submission in the formgrader's Manual Grading list (as its page asks the server for it)."
+    return {s["student"]: s for s in page.request.get(
+        f"{base}/formgrader/api/submitted_notebooks/{ASSIGNMENT}/{ASSIGNMENT}").json()}
+
+
+def test_every_submission_that_needs_review_is_in_the_formgrader_with_why(regraded, browser, formgrader):
+    """The held copy is listed in the formgrader with a score box for every part, ticked Flagged? with why in its
+    first comment box; the flagged submission is ticked too; the final grades call the copy `held`."""
+    base = formgrader.split("/formgrader")[0]
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.set_default_timeout(WAIT_S * 1000)
+    page.goto(formgrader)
+    listed = _listed(page, base)
+    assert "copied" in listed, f"the held copy is not in the formgrader: {sorted(listed)}"
+    assert (listed["copied"]["flagged"], listed["flagged"]["flagged"]) == (True, True), listed
+    page.goto(f"{base}/formgrader/submissions/{listed['copied']['id']}/", wait_until="load")
+    page.wait_for_function("() => window.MathJax && MathJax.loaded === true")
+    boxes = page.locator("input.score").count()
+    why = page.locator("textarea.comment").first.get_attribute("placeholder")
+    page.close()
+    rows = {r["student"]: r for r in csv.DictReader(open(regraded / f"final_grades_{ASSIGNMENT}.csv"))}
+    parts = [c for c in rows["copied"] if c not in ("student", "autograded_total", "manual_total", "total",
+                                                      "max_points", "status", "details", "timestamp", "seconds_late",
+                                                      "raw_total", "late_penalty", "review")]
+    assert boxes == len(parts), (boxes, parts)
+    assert why.startswith("tinytorch grade flagged this submission: held at 0 until you clear it: "), why
+    assert (rows["copied"]["status"], rows["copied"]["total"]) == ("held", "0"), rows["copied"]
+    assert rows["copied"]["review"].startswith("held: held at 0 until you clear it"), rows["copied"]
+    assert rows["flagged"]["review"].startswith("flagged: "), rows["flagged"]
+
+
+# nbgrader's pages -> the controls on them that the guard refuses (405/403): none may be visible.
+REFUSED_CONTROLS = {
+    "manage_assignments": ["td.edit a", "td.edit span", "td.assign a", "td.preview a", "td.release a",
+                           "td.collect a", "td.generate-feedback a", "td.release-feedback a",
+                           "text=Add new assignment...", "th:has-text('Release Feedback')", "th:has-text('Collect')"],
+    f"manage_submissions/{ASSIGNMENT}": ["td.autograde a", "td.generate-feedback a", "td.release-feedback a",
+                                         "th:has-text('Autograde')"],
+    "manage_students": ["td.edit a", "td.edit span", "text=Add new student...", "th:has-text('Edit Student')"]}
+
+
+def test_the_formgrader_shows_no_control_its_guard_refuses(regraded, browser, formgrader):
+    """nbgrader's Manage Assignments, Manage Submissions and Manage Students pages show none of the buttons the guard
+    answers 403, and keep what grading uses; Manage Students says its scores come before the late penalty; the
+    grading page's name is not a link to the live notebook (JupyterLab, refused)."""
+    base = formgrader.split("/formgrader")[0]
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.set_default_timeout(WAIT_S * 1000)
+    page.goto(formgrader)
+    shown = {}
+    for where, selectors in REFUSED_CONTROLS.items():
+        page.goto(f"{base}/formgrader/{where}", wait_until="load")
+        page.wait_for_function("() => !document.body.innerText.includes('Loading, please wait')")
+        shown[where] = [s for s in selectors if any(e.is_visible() for e in page.locator(s).all())]
+        if where == "manage_students":
+            note = " ".join(page.locator(".tinytorch-score-note").all_inner_texts())
+            kept = page.locator("td.score").count()
+    page.goto(f"{base}/formgrader/submissions/{_listed(page, base)['hostile']['id']}/", wait_until="load")
+    page.wait_for_function("() => window.MathJax && MathJax.loaded === true")
+    live = page.evaluate("() => [...document.querySelectorAll('li.live-notebook a')]"
+                         ".map(a => getComputedStyle(a).pointerEvents)")
+    page.close()
+    assert shown == dict.fromkeys(REFUSED_CONTROLS, []), shown
+    assert kept >= 1 and "before any late penalty" in note and "final grades" in note, note
+    assert live and set(live) == {"none"}, live

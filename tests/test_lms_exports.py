@@ -50,3 +50,26 @@ def test_a_name_a_spreadsheet_would_run_still_matches_its_student(tmp_path):
     moodle, _ = write_export('moodle', tmp_path, '11_embeddings', rows, roster, None, tmp_path / 'moodle.csv')
     seen = read_moodle_import(moodle, [{'email': '-mallory@uni.edu', 'idnumber': ''}], grade='11_embeddings')
     assert seen['grades'] == {}          # the quoted email no longer matches: the notes name it to enter by hand
+
+
+HELD_ROW = {'student': 'dee', 'total': '0', 'raw_total': '0', 'late_penalty': '0', 'max_points': '10', 'status': 'held',
+            'timestamp': '', 'seconds_late': '', 'details': "held at 0 until you clear it: it holds nbgrader's markers",
+            'review': "held: held at 0 until you clear it: it holds nbgrader's markers"}
+FLAGGED_ROW = {**ROWS[1], 'review': 'flagged: the re-check disagrees'}
+
+
+def test_a_held_or_flagged_student_is_named_as_such_in_every_export(tmp_path):
+    """A held copy is left out of Canvas and Moodle (a blank changes nothing) and named `held` with why; a student still
+    ticked Flagged? in the formgrader is exported and named `flagged` with why, in the notes of every export."""
+    rows = [ROWS[0], FLAGGED_ROW, HELD_ROW]
+    roster = Roster({**CANVAS_CLASS.students, 'dee': Student('dee', 'Dee', 'Lu', 'dee@uni.edu', '4403')}, 'canvas')
+    out, notes = write_export('canvas', tmp_path, '11_embeddings', rows, roster, None, tmp_path / 'canvas.csv')
+    assert read_canvas_import(out, CANVAS_USERS)['grades'] == {'4401': {'11_embeddings': 9.0},
+                                                               '4402': {'11_embeddings': 7.2}}
+    review = ("still ticked Flagged? in the formgrader (untick it once you have looked): alan (flagged: the re-check "
+              "disagrees); dee (held: held at 0 until you clear it: it holds nbgrader's markers)")
+    assert notes == ['left blank (Canvas keeps what it has): dee (held)', review], notes
+    _, notes = write_export('moodle', tmp_path, '11_embeddings', rows, roster, None, tmp_path / 'moodle.csv')
+    assert 'left blank (Moodle skips a blank grade): dee (held)' in notes and review in notes, notes
+    _, notes = write_export('nbgrader', tmp_path, '11_embeddings', rows, roster, None, tmp_path / 'nbgrader.csv')
+    assert notes == [review], notes

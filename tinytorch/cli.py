@@ -121,7 +121,14 @@ def cmd_grades(args) -> int:
     final_out = args.out if args.format == 'final' else None
     path = write_final_grades(parts, rows, final_out or course / f"final_grades_{assignment}.csv")
     counts = {s: sum(r['status'] == s for r in rows) for s in ('complete', 'to grade', 'to confirm', 'flagged', 'failed')}
+    held = sum(r['status'] == 'held' for r in rows)
+    counts.update({'held': held} if held else {})
     print(f"final grades: {path} ({len(rows)} students: " + ', '.join(f"{n} {s}" for s, n in counts.items()) + ")")
+    review = [f"{printable(r['student'])} ({r['review'].split(':')[0]})"
+              for r in rows if r['review']]
+    if review:
+        print("ticked Flagged? in the formgrader, for your review (why: the review column): "
+              + ', '.join(review))
     set_late_penalties(course, assignment, {r['student']: float(r['late_penalty']) for r in rows})
     late = [f"{printable(r['student'])} -{r['late_penalty']}" for r in rows if float(r['late_penalty']) > 0]
     if late:

@@ -126,10 +126,16 @@ def _comment_cell(grade_id: str, text: str) -> dict:
             'source': f"> **Instructor's comment on `{grade_id}`:**\n>\n{quoted}"}
 
 # %% ../../nbs/93h_feedback.ipynb #feedback-header
+def _status_text(row: dict) -> str:
+    "The status and its details, the status said once: details that begin with it ('to grade: q1') stand alone."
+    status, details = row['status'], row['details']
+    if details.startswith(f"{status}:") or details.startswith(f"{status} "):
+        return details
+    return status + (f": {details}" if details else '')
+
 def _feedback_header(assignment: str, row: dict, parts: dict) -> str:
     lines = [f"# Feedback: {markdown_text(assignment)}, {markdown_text(row['student'])}", '',
-             f"**Total: {row['total']} / {row['max_points']} points** ({row['status']}"
-             + (f": {markdown_text(row['details'])}" if row['details'] else '') + ")."
+             f"**Total: {row['total']} / {row['max_points']} points** ({markdown_text(_status_text(row))})."
              + (f" Handed in late: {row['late_penalty']} point(s) off {row['raw_total']}." if float(row.get('late_penalty') or 0) else ''),
              '', '| part | points |', '|---|---|']
     return '\n'.join(lines + [f"| `{p}` | {row[p] or '–'} / {top:g} |" for p, top in parts.items()])

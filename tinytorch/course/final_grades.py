@@ -10,8 +10,8 @@ import csv
 from pathlib import Path
 
 from .errors import BadInput, MissingInput
-from .grade_table import grades_by_student
-from .gradebook import read_gradebook
+from .grade_table import HELD, grades_by_student
+from .gradebook import flagged_students, read_gradebook
 from .late import LatePolicy, LateWork
 from .notebooks import module_number
 from .untrusted_text import csv_row
@@ -80,15 +80,38 @@ def final_points(row: dict, score: dict | None) -> tuple:
 
 # %% ../../nbs/93t_final_grades.ipynb #table
 # New columns go last. `total` is what to import: `raw_total` minus the late policy's `late_penalty`.
+# `review`: why the student is still ticked Flagged? (for you; never on a feedback page).
 FINAL_COLUMNS = ['autograded_total', 'manual_total', 'total', 'max_points', 'status', 'details', 'timestamp',
-                 'seconds_late', 'raw_total', 'late_penalty']
+                 'seconds_late', 'raw_total', 'late_penalty', 'review']
+
+# %% ../../nbs/93t_final_grades.ipynb #final-review
+def _held_reason(by_part: dict) -> str | None:
+    "The reason a held copy's parts carry in the grades CSV (`HELD`); None: it was not held."
+    return next((line['reason'] for line in by_part.values()
+                 if line['status'] == PartStatus.FLAGGED and line['reason'].startswith(HELD)), None)
+
+def _review(by_part: dict, flagged: bool) -> str:
+    "The `review` column: held or flagged, and why, while the student is ticked Flagged?; else ''."
+    if not flagged:
+        return ''
+    held = _held_reason(by_part)
+    if held:
+        return f"{FinalStatus.HELD}: {held}"
+    why = next((line['reason'] for line in by_part.values()
+                if line['status'] in (PartStatus.FAILED, PartStatus.FLAGGED)), None)
+    return f"{FinalStatus.FLAGGED}: {why or 'ticked Flagged? in the formgrader'}"
 
 # %% ../../nbs/93t_final_grades.ipynb #final-row
-def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = LatePolicy()) -> dict:
+def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = LatePolicy(),
+               flagged: bool = False) -> dict:
     row, totals, problems = {'student': student}, {'test': 0.0, 'answer': 0.0}, []
     open_parts = {FinalStatus.TO_GRADE: [], FinalStatus.TO_CONFIRM: []}
+    held = _held_reason(by_part)
+    reviewed = held is not None and not flagged          # you looked at the held copy: its 0 stands
     for part, line in by_part.items():
         points, why = final_points(line, scores.get(part))
+        if reviewed and points is None:
+            points, why = 0.0, FinalStatus.AUTOGRADED
         row[part] = '' if points is None else f"{points:g}"
         totals[line['kind']] += points or 0
         open_parts.get(why, []).append(part)
@@ -97,15 +120,18 @@ def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = L
     if total > top + 1e-6:
         problems.append(f"total {total:g} above the maximum {top:g}")
     failure = next((line['reason'] for line in by_part.values() if line['status'] == PartStatus.FAILED), None)
-    status = (FinalStatus.FAILED if failure else FinalStatus.FLAGGED if problems
+    status = (FinalStatus.FAILED if failure else FinalStatus.HELD if held and flagged
+              else FinalStatus.FLAGGED if problems
               else next((k for k, v in open_parts.items() if v), FinalStatus.COMPLETE))
     details = [f"{k}: {', '.join(v)}" for k, v in open_parts.items() if v]
+    if held:
+        details = [held] if flagged else ['held at 0, reviewed'] + details
     first = next(iter(by_part.values()))
     penalty = policy.penalty(total, float(first['seconds_late']) if first.get('seconds_late') else None)
     row.update(autograded_total=f"{totals['test']:g}", manual_total=f"{totals['answer']:g}", total=f"{total - penalty:g}",
                max_points=f"{top:g}", status=status, details=failure or '; '.join(problems + details),
                timestamp=first.get('timestamp', ''), seconds_late=first.get('seconds_late', ''), raw_total=f"{total:g}",
-               late_penalty=f"{penalty:g}")
+               late_penalty=f"{penalty:g}", review=_review(by_part, flagged))
     return row
 
 # %% ../../nbs/93t_final_grades.ipynb #final-grades
@@ -114,8 +140,9 @@ def final_grades(course_dir, module) -> tuple:
     course, assignment = graded_assignment(course_dir, module)
     graded, scores = grades_by_student(CourseLayout(course).grades_csv(assignment)), read_gradebook(course, assignment)
     parts = {p: float(r['max_points']) for p, r in next(iter(graded.values()), {}).items()}
-    policy = LateWork.load(course).policy
-    return parts, [_final_row(student, by_part, scores.get(student, {}), policy) for student, by_part in sorted(graded.items())]
+    policy, flagged = LateWork.load(course).policy, flagged_students(course, assignment)
+    return parts, [_final_row(student, by_part, scores.get(student, {}), policy, student in flagged)
+                   for student, by_part in sorted(graded.items())]
 
 # %% ../../nbs/93t_final_grades.ipynb #table-write
 def write_final_grades(parts: dict, rows: list, out) -> Path:

@@ -5,12 +5,14 @@
 # %% ../../nbs/93j_formgrade_guard.ipynb #imports
 from __future__ import annotations
 
+import html
 import os
 import re
 import secrets
 
 # %% auto #0
-__all__ = ['NEEDED', 'NONCE_VARIABLE', 'needed', 'formgrader_policy']
+__all__ = ['NEEDED', 'NONCE_VARIABLE', 'REFUSED_CONTROLS', 'SCORE_NOTE', 'needed', 'formgrader_policy', 'page_additions',
+           'with_additions']
 
 # %% ../../nbs/93j_formgrade_guard.ipynb #needed
 NEEDED = [({'GET', 'HEAD'}, r"formgrader(/.*)?"),
@@ -37,6 +39,40 @@ def formgrader_policy(nonce: str, origin: str, base_url: str = '/') -> str:
                       "connect-src 'self'", "frame-src data:", "object-src 'none'", "base-uri 'none'",
                       "form-action 'none'", "frame-ancestors 'self'"])
 
+# %% ../../nbs/93j_formgrade_guard.ipynb #controls
+_HIDE = '{display: none !important}'
+REFUSED_CONTROLS = {      # a page's path below formgrader/ -> what the guard refuses there
+    r"manage_assignments/?": "td.edit, td.assign, td.preview, td.release, td.collect, "
+                             "td.generate-feedback, td.release-feedback, "
+                             "thead th:nth-child(n+4):not(:nth-child(9)), tfoot " + _HIDE,
+    r"manage_submissions/.*": "td.autograde, td.generate-feedback, td.release-feedback, "
+                              "thead th:nth-child(n+6), a[href$='/terminals/1'] " + _HIDE,
+    r"manage_students/?": "td.edit, thead th:nth-child(5), tfoot " + _HIDE,
+    r"submissions/.*": "li.live-notebook a {pointer-events: none; cursor: default; color: inherit; "
+                       "text-decoration: none}"}
+SCORE_NOTE = ("Scores on these pages are nbgrader's sums of the gradebook, before any late penalty. "
+              "The grade to import is total in the final grades of tinytorch grades: the late penalty "
+              "taken off, and a score changed after grading counted as tinytorch grade recorded it.")
+
+def page_additions(method: str, path: str, base_url: str = '/') -> tuple:
+    "(style sheet, note) the guard adds to the formgrader page at `path`: ('', '') for any other."
+    rest = path[len(base_url):] if path.startswith(base_url) else ''
+    if method != 'GET' or not rest.startswith('formgrader/') or rest.startswith('formgrader/api/'):
+        return '', ''
+    page = rest[len('formgrader/'):]
+    css = next((c for pattern, c in REFUSED_CONTROLS.items() if re.fullmatch(pattern, page)), '')
+    return css, SCORE_NOTE if page.startswith('manage_students') else ''
+
+# %% ../../nbs/93j_formgrade_guard.ipynb #controls-add
+def with_additions(page: bytes, css: str, note: str) -> bytes:
+    "`page` with `css` last in its head and `note` after its first breadcrumb list (none when empty)."
+    if css and b'</head>' in page:
+        page = page.replace(b'</head>', f'<style type="text/css">{css}</style></head>'.encode(), 1)
+    if note and b'</ol>' in page:
+        p = f'<p class="tinytorch-score-note alert alert-info">{html.escape(note)}</p>'
+        page = page.replace(b'</ol>', b'</ol>' + p.encode(), 1)
+    return page
+
 # %% ../../nbs/93j_formgrade_guard.ipynb #extension
 def _guard_classes(base_url: str, placeholder: str):
     from tornado import web
@@ -56,6 +92,11 @@ def _guard_classes(base_url: str, placeholder: str):
         def __init__(self, request):
             self.request = request
         def transform_first_chunk(self, status_code, headers, chunk, finishing):
+            css, note = page_additions(self.request.method, self.request.path, base_url)
+            if (css or note) and 'text/html' in headers.get('Content-Type', ''):
+                chunk = with_additions(chunk, css, note)
+                if 'Content-Length' in headers:
+                    headers['Content-Length'] = str(len(chunk))
             if self.request.path.startswith(f"{base_url}formgrader/submissions/"):
                 nonce = secrets.token_hex(16)
                 chunk = chunk.replace(placeholder.encode(), nonce.encode())

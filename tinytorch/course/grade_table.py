@@ -15,9 +15,9 @@ from .untrusted_text import csv_row, csv_value, printable
 from .vocabulary import PartStatus, atomic_write, read_csv_lines
 
 # %% auto #0
-__all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'CSV_FIELDS', 'CLEAN_LOG', 'Part', 'StudentResult', 'part_status', 'settle_statuses',
-           'import_score', 'import_total', 'write_grades_csv', 'read_grades_csv', 'grades_by_student', 'log_entries',
-           'write_grading_log', 'kept_grades']
+__all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'HELD', 'CSV_FIELDS', 'CLEAN_LOG', 'Part', 'StudentResult', 'part_status',
+           'settle_statuses', 'import_score', 'import_total', 'write_grades_csv', 'read_grades_csv',
+           'grades_by_student', 'log_entries', 'write_grading_log', 'kept_grades']
 
 # %% ../../nbs/93d_grade_table.ipynb #result
 @dataclass
@@ -65,6 +65,9 @@ def _sentence(text: str, limit: int = 120) -> str:
 
 # %% ../../nbs/93d_grade_table.ipynb #hidden-failed
 HIDDEN_FAILED = 'a hidden test failed'   # the only word a student gets from the hidden tests, besides points
+
+# %% ../../nbs/93d_grade_table.ipynb #held-words
+HELD = 'held at 0 until you clear it:'   # a held copy's reason begins so (`_held`)
 
 # %% ../../nbs/93d_grade_table.ipynb #status-part
 def part_status(result: StudentResult, part: Part) -> tuple:

@@ -21,9 +21,10 @@ from .untrusted_text import printable
 from .vocabulary import CourseLayout, PartStatus, atomic_write, open_gradebook
 
 # %% auto #0
-__all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'read_copy_grades',
-           'gradebook_auto_score', 'answer_digests', 'merge_graded_answers', 'merge_into_gradebook', 'GradebookGuard',
-           'read_gradebook', 'your_work_lines', 'set_late_penalties', 'gradebook_students', 'copy_submissions']
+__all__ = ['REVIEW_NOTE', 'create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path',
+           'read_copy_grades', 'gradebook_auto_score', 'answer_digests', 'merge_graded_answers', 'merge_into_gradebook',
+           'review_reason', 'mark_for_review', 'GradebookGuard', 'read_gradebook', 'your_work_lines',
+           'flagged_students', 'set_late_penalties', 'gradebook_students', 'copy_submissions']
 
 # %% ../../nbs/93c_gradebook.ipynb #sha256
 def _sha256(path: Path) -> str | None:
@@ -242,6 +243,21 @@ def _kept_notes(work: dict, restored: set, again: set) -> list:
         notes.append(f"your scores or comments on {', '.join(lost)} were not kept: the notebook has no such part now")
     return notes
 
+# %% ../../nbs/93c_gradebook.ipynb #review-state
+def _review_state(sub) -> dict:
+    """notebook name -> (its Flagged? tick, {cell: the reason `mark_for_review` wrote there}) of the submission `sub`:
+    what a re-grade carries over, so that a tick you took off stays off while the reason is the same."""
+    return {nb.name: (nb.flagged, {c.name: c.auto_comment for c in nb.comments
+                                   if (c.auto_comment or '').startswith(REVIEW_NOTE)}) for nb in sub.notebooks}
+
+def _restore_review_state(nb, state: dict):
+    "The tick and reasons of `_review_state` put back on the same notebook `nb` of a new submission."
+    flagged, reasons = state.get(nb.name, (False, {}))
+    nb.flagged = flagged
+    for c in nb.comments:
+        if c.name in reasons:
+            c.auto_comment = reasons[c.name]
+
 # %% ../../nbs/93c_gradebook.ipynb #merge
 def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResult, late=None) -> list:
     """Record `result` in the master gradebook (replacing an earlier submission of the same student), each autograded
@@ -257,10 +273,11 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
     with open_gradebook(CourseLayout(course_dir).gradebook) as gb:
         gb.update_or_create_student(result.student)
         try:
-            work = _manual_work(gb.find_submission(assignment, result.student), set(look_again))
+            earlier = gb.find_submission(assignment, result.student)
+            work, review = _manual_work(earlier, set(look_again)), _review_state(earlier)
             gb.remove_submission(assignment, result.student)
         except MissingEntry:
-            work = {}
+            work, review = {}, {}
         if late is not None and late.due is not None:      # nbgrader keeps times as naive UTC
             gb.update_or_create_assignment(assignment, duedate=late.due.replace(tzinfo=None))
         sub = gb.add_submission(assignment, result.student,
@@ -277,13 +294,62 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
                 g.auto_score = None if written else gradebook_auto_score(statuses[g.name][0], part)
                 g.needs_manual_grade = written
             kept, marked = _restore_manual_work(nb, work, changed)
+            _restore_review_state(nb, review)
             restored, again = restored | kept, again | marked
             if late is not None:
                 raw = sum(g.auto_score or 0.0 for g in nb.grades)
                 nb.late_submission_penalty = late.policy.penalty(raw, late.seconds_late(result.student, result.timestamp))
+        mark_for_review(sub, result)
         gb.db.commit()
     _record_graded_answers(course_dir, assignment, result.student, result.answer_digests, again)
     return _kept_notes(work, restored, again)
+
+# %% ../../nbs/93c_gradebook.ipynb #review-reason
+REVIEW_NOTE = 'tinytorch grade'      # how every reason `mark_for_review` writes begins
+
+def review_reason(result: StudentResult) -> str | None:
+    "Why `result` needs your eyes, in the words the formgrader shows (None: it doesn't): its failure, or every flag."
+    if result.failure:
+        return f"{REVIEW_NOTE} could not grade this submission: {result.failure}"
+    if result.flags:
+        return f"{REVIEW_NOTE} flagged this submission: " + '; '.join(result.flags)
+    return None
+
+# %% ../../nbs/93c_gradebook.ipynb #review-first
+def _commented_order(result: StudentResult) -> list:
+    "The grade ids of `result`'s solution cells (the cells the formgrader gives a comment box) in its notebook's order."
+    order = []
+    if result.autograded is not None and Path(result.autograded).is_file():
+        try:
+            order = [c['metadata']['nbgrader']['grade_id'] for c in read_nb(result.autograded)['cells']
+                     if (c.get('metadata', {}).get('nbgrader') or {}).get('solution')]
+        except (ValueError, KeyError, OSError, TypeError):
+            order = []
+    return order + list(result.parts)
+
+# %% ../../nbs/93c_gradebook.ipynb #review
+def mark_for_review(sub, result: StudentResult):
+    """Tick **Flagged?** on each notebook of the gradebook submission `sub` when `result` needs your eyes, with
+    `review_reason` as the automatic comment of its first commented cell; a reason you already saw and unticked stays
+    unticked. A submission that needs nothing loses the tick and the note this function gave it."""
+    reason = review_reason(result)
+    rank = {}
+    for k, gid in enumerate(_commented_order(result)):
+        rank.setdefault(gid, k)
+    for nb in sub.notebooks:
+        comments = sorted(nb.comments, key=lambda c: rank.get(c.name, len(rank)))
+        ours = [c for c in comments if (c.auto_comment or '').startswith(REVIEW_NOTE)]
+        if reason is None:
+            nb.flagged = False if ours else nb.flagged
+            for c in ours:
+                c.auto_comment = None
+            continue
+        seen = bool(ours) and ours[0].auto_comment == reason and not nb.flagged
+        for c in ours:
+            c.auto_comment = None
+        if comments:
+            comments[0].auto_comment = reason
+        nb.flagged = nb.flagged if seen else True
 
 # %% ../../nbs/93c_gradebook.ipynb #guard
 class GradebookGuard:
@@ -339,6 +405,12 @@ def your_work_lines(course_dir: Path, assignment: str, students: list) -> list:
         lines.append("changed since you scored them, marked 'needs manual grading' in the formgrader to look at "
                      f"again: {', '.join(again[:10])}{more}")
     return lines
+
+# %% ../../nbs/93c_gradebook.ipynb #read-flagged
+def flagged_students(course: Path, assignment: str) -> set:
+    "The students whose submission of `assignment` is ticked **Flagged?** in the master gradebook (not yet reviewed)."
+    with open_gradebook(CourseLayout(course).gradebook) as gb:
+        return {sub.student_id for sub in gb.assignment_submissions(assignment) if any(nb.flagged for nb in sub.notebooks)}
 
 # %% ../../nbs/93c_gradebook.ipynb #late-penalties
 def set_late_penalties(course: Path, assignment: str, penalties: dict):

@@ -26,11 +26,11 @@ from tinytorch.course.gradebook import (
     GradebookGuard, answer_digests, autograde_command, autograded_path, create_gradebooks, merge_into_gradebook, read_copy_grades,
     write_submission_course, your_work_lines,
 )
-from .grading_inputs import empty_parts, exported_module, grading_package, repair_submission
+from .grading_inputs import empty_parts, exported_module, grading_package, held_submission, repair_submission
 from .late import LateWork, describe_lateness, read_timestamp
 from .limits import Limits, describe_limits, enforced
-from .notebooks import NotebookError, find_notebook, read_nb, reads_nb
-from .provenance import clear_submissions, copied_reasons, notebook_digest, read_cleared, read_receipts
+from .notebooks import NotebookError, find_notebook, read_nb
+from .provenance import clear_submissions, notebook_digest, read_cleared, read_receipts
 from .recheck import RecheckFailed, recheck_program
 from .recheck_run import apply_recheck, flag_limit_hits, recheck_submission, stopped_by_limit
 from .sandbox import Sandbox, claimed_uids, kept_out, isolation_level, run_isolated, was_killed
@@ -241,19 +241,7 @@ def _refused(setup: GradingSetup, found: Found) -> StudentResult | None:
     return why and StudentResult(found.student, empty_parts(setup.source), failure=why, sandboxed=setup.sandbox is not None)
 
 # %% ../../nbs/93_grading.ipynb #held
-def _held(setup: GradingSetup, found: Found) -> StudentResult | None:
-    """The result of a submission that looks copied from the instructor's notebook (`copied_reasons`) and that you
-    haven't cleared: every part at 0, flagged with why; None when it is graded as usual."""
-    try:
-        data = found.path.read_bytes()                   # the grader's snapshot
-        reasons = copied_reasons(reads_nb(data.decode('utf-8'), found.shown), setup.source)
-    except (NotebookError, UnicodeDecodeError, OSError):
-        return None                                      # grade_one says why it can't be read
-    if not reasons or setup.cleared.get(found.student) == notebook_digest(data):
-        return None
-    flags = [f"held at 0 until you clear it: {why}" for why in reasons]
-    flags.append(f"after looking at {found.shown}, `tinytorch grade ... --clear {found.student}` grades it as usual")
-    return StudentResult(found.student, empty_parts(setup.source), flags=flags, sandboxed=setup.sandbox is not None)
+_held = held_submission    # a submission that looks copied, held at 0 (`93s_grading_inputs`)
 
 # %% ../../nbs/93_grading.ipynb #grade-in-slots
 def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: list, log) -> list:

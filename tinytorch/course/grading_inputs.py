@@ -6,15 +6,17 @@
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 from .assignments import graded_parts
 from .errors import BadInput
-from .grade_table import Part
-from .notebooks import default_exp
+from .grade_table import HELD, Part, StudentResult
+from .notebooks import NotebookError, default_exp, reads_nb, write_nb
+from .provenance import copied_reasons, notebook_digest
 
 # %% auto #0
-__all__ = ['repair_submission', 'empty_parts', 'exported_module', 'grading_package']
+__all__ = ['repair_submission', 'as_handed_in', 'held_submission', 'empty_parts', 'exported_module', 'grading_package']
 
 # %% ../../nbs/93s_grading_inputs.ipynb #graded-ids
 def _graded_ids(nb: dict) -> dict:
@@ -65,6 +67,45 @@ def repair_submission(sub: dict, source: dict) -> tuple:
     if missing:
         flags.append(f"graded cells missing from the submission (nbgrader re-adds them): {missing}")
     return sub, flags
+
+# %% ../../nbs/93s_grading_inputs.ipynb #as-handed-in
+def as_handed_in(nb: dict, source: dict) -> dict:
+    "`nb` for the formgrader: outputs cleared, never run, each graded cell with `source`'s nbgrader metadata."
+    nb, _ = repair_submission(nb, source)
+    ours = {g['grade_id']: g for g in (c.get('metadata', {}).get('nbgrader') for c in source['cells'])
+            if g and g.get('grade_id')}
+    for cell in nb['cells']:
+        meta = cell.get('metadata', {})
+        if meta.get('nbgrader'):
+            meta['nbgrader'] = dict(ours[meta['nbgrader']['grade_id']])
+        if cell['cell_type'] == 'code':
+            cell['outputs'], cell['execution_count'] = [], None
+    return nb
+
+# %% ../../nbs/93s_grading_inputs.ipynb #held
+def held_submission(setup, found) -> StudentResult | None:
+    """The result of `found` (a `Found`) graded in `setup` (a `GradingSetup`) when it looks copied from the instructor's
+    notebook and you haven't cleared it: every part at 0, flagged with why, its notebook `as_handed_in` as the graded
+    one; None when it is graded as usual."""
+    try:
+        data = found.path.read_bytes()                   # the grader's snapshot
+        nb = reads_nb(data.decode('utf-8'), found.shown)
+        reasons = copied_reasons(nb, setup.source)
+    except (NotebookError, UnicodeDecodeError, OSError):
+        return None                                      # grade_one says why it can't be read
+    if not reasons or setup.cleared.get(found.student) == notebook_digest(data):
+        return None
+    flags = [f"{HELD} {why}" for why in reasons]
+    flags.append(f"after looking at {found.shown}, `tinytorch grade ... --clear {found.student}` grades it as usual")
+    result = StudentResult(found.student, empty_parts(setup.source), flags=flags, sandboxed=setup.sandbox is not None)
+    try:
+        shown = as_handed_in(nb, setup.source)
+    except (KeyError, TypeError, AttributeError, ValueError):
+        result.flags.append(f"{found.shown} can't be shown in the formgrader: open it as handed in")
+        return result
+    result.workdir = Path(tempfile.mkdtemp(prefix=f'{found.student}-', dir=setup.work_root))
+    result.autograded = write_nb(shown, result.workdir / setup.notebook.name)
+    return result
 
 # %% ../../nbs/93s_grading_inputs.ipynb #parts
 def empty_parts(source: dict) -> dict:

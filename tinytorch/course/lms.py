@@ -142,6 +142,16 @@ def lms_number(x: float) -> str:
 def _open_rows(rows: list) -> dict:
     return {r['student']: r for r in rows}
 
+# %% ../../nbs/93k_lms.ipynb #review-note
+def _review_note(rows: list, students) -> list:
+    "The note naming each of `students` whose row asks for your review (`review`: held or flagged, why)."
+    named = [f"{r['student']} ({r['review']})" for r in rows
+             if r.get('review') and r['student'] in students]
+    if not named:
+        return []
+    return ["still ticked Flagged? in the formgrader (untick it once you have looked): "
+            + '; '.join(named)]
+
 # %% ../../nbs/93k_lms.ipynb #canvas
 CANVAS_HEADER = ['Student', 'ID', 'SIS User ID', 'SIS Login ID', 'Section']
 
@@ -163,7 +173,7 @@ def canvas_rows(rows: list, roster: Roster, column: str) -> tuple:
     strangers = sorted(set(by_student) - set(roster.students))
     if strangers:
         notes.append(f"not on the roster, so not in the file (Canvas could not match them): {', '.join(strangers)}")
-    return lines, notes
+    return lines, notes + _review_note(rows, roster.students)
 
 # %% ../../nbs/93k_lms.ipynb #moodle
 MOODLE_HEADER = ['First name', 'Last name', 'ID number', 'Email address']
@@ -188,7 +198,7 @@ def moodle_rows(rows: list, roster: Roster | None, column: str) -> tuple:
         row = by_student.get(s.id)
         done = row is not None and row['status'] in (FinalStatus.COMPLETE, FinalStatus.FAILED)
         if not done:
-            blank.append(s.id)
+            blank.append(s.id if row is None else f"{s.id} ({row['status']})")
         lines.append([s.first_name, s.last_name, s.sis_user_id, s.email, lms_number(row['total']) if done else '',
                       _feedback(row) if done else ''])
     if no_email:
@@ -198,7 +208,7 @@ def moodle_rows(rows: list, roster: Roster | None, column: str) -> tuple:
     strangers = sorted(set(by_student) - set(students))
     if strangers:
         notes.append(f"not on the roster, so not in the file: {', '.join(strangers)}")
-    return lines, notes
+    return lines, notes + _review_note(rows, students)
 
 # %% ../../nbs/93k_lms.ipynb #nbgrader
 NBGRADER_HEADER = ['assignment', 'duedate', 'timestamp', 'student_id', 'last_name', 'first_name', 'email',
@@ -223,7 +233,7 @@ def nbgrader_rows(rows: list, roster: Roster | None, assignment: str, late: Late
         raw, penalty = (float(row['raw_total']), float(row['late_penalty'])) if row else (0.0, 0.0)
         lines.append([assignment, due, _nbgrader_time(row['timestamp']) if row else '', s.id, s.last_name,
                       s.first_name, s.email, str(raw), str(penalty), str(max(0.0, raw - penalty)), str(top)])
-    return lines, []
+    return lines, _review_note(rows, students)
 
 # %% ../../nbs/93k_lms.ipynb #write
 def write_export(kind: str, course: Path, assignment: str, rows: list, roster: Roster | None, column: str | None,

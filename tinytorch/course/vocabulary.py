@@ -142,6 +142,7 @@ class FinalStatus(StrEnum):
                                           # you scored it keeps your score) until you confirm or change it
     FLAGGED = 'flagged'                   # the gradebook disagrees with what grading recorded
     FAILED = 'failed'                     # the submission could not be graded: 0 points
+    HELD = 'held'                         # a copy held at 0, still ticked Flagged? for your review
     SCORED_BY_YOU = 'scored by you'       # a part's points came from the formgrader (a part's reason only)
     AUTOGRADED = 'autograded'             # a part's points came from the autograder (a part's reason only)
 
