@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -20,9 +21,9 @@ from .notebooks import cell_source, read_nb, strip_hidden_tests, write_nb, write
 from .vocabulary import CourseLayout, PartStatus, atomic_write, open_gradebook
 
 # %% auto #0
-__all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'read_copy_grades',
-           'gradebook_auto_score', 'merge_into_gradebook', 'GradebookGuard', 'read_gradebook', 'set_late_penalties',
-           'gradebook_students', 'copy_submissions']
+__all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'kernel_start_timed_out',
+           'autograde_error', 'read_copy_grades', 'gradebook_auto_score', 'merge_into_gradebook', 'GradebookGuard',
+           'read_gradebook', 'set_late_penalties', 'gradebook_students', 'copy_submissions']
 
 # %% ../../nbs/93c_gradebook.ipynb #sha256
 def _sha256(path: Path) -> str | None:
@@ -120,6 +121,22 @@ def autograde_command(folder: Path, assignment: str, student: str) -> list:
 def autograded_path(folder: Path, assignment: str, student: str, name: str) -> Path:
     "Where nbgrader writes `student`'s autograded notebook `name` in the course `folder`."
     return CourseLayout(folder).autograded(student, assignment) / name
+
+# %% ../../nbs/93c_gradebook.ipynb #kernel-start
+_KERNEL_NOT_STARTED = re.compile(
+    r"^\s*RuntimeError: Kernel didn't respond (?:to heartbeats )?in \d+ seconds", re.M)
+
+def kernel_start_timed_out(stderr: str) -> bool:
+    "Did `nbgrader autograde` fail because its kernel didn't start in time?"
+    return bool(_KERNEL_NOT_STARTED.search(stderr or ''))
+
+# %% ../../nbs/93c_gradebook.ipynb #autograde-error
+def autograde_error(stderr: str, most: int = 20_000) -> str:
+    """What the grading log keeps of a failed `nbgrader autograde`: its output from its first
+    error on (all of it when none was logged); its end when longer than `most` characters."""
+    first = (stderr or '').find('| ERROR]')
+    text = (stderr[stderr.rfind('\n', 0, first) + 1:] if first >= 0 else stderr or '').strip()
+    return text if len(text) <= most else '…' + text[-most:]
 
 # %% ../../nbs/93c_gradebook.ipynb #read-copy
 def read_copy_grades(db: Path, assignment: str, student: str) -> dict:

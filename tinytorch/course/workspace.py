@@ -93,24 +93,27 @@ def _strip_hidden_tests(nb: dict) -> dict:
     return nb
 
 # %% ../../nbs/91b_workspace.ipynb #workspace-export
-_EXPORT = 'from nbdev.doclinks import nbdev_export as export; export()'   # (nbdev-test skips a cell that names it with '(')
+# (nbdev-test never runs a cell that names nbdev's export function followed by '(')
+_EXPORT = 'from nbdev.doclinks import nbdev_export as export; export()'
 
 def _need_nbdev():
-    "NotReady, naming the install, where nbdev (which writes the workspace's package) is not installed."
+    "NotReady, naming the install, where nbdev (it writes the workspace's package) is missing."
     if importlib.util.find_spec('nbdev') is None:
-        raise NotReady("nbdev is not installed here (it writes the workspace's package): pip install 'tinytorch[course]'")
+        raise NotReady("nbdev is not installed here (it writes the workspace's package): "
+                       "pip install 'tinytorch[course]'")
 
 def _export_package(folder: Path):
-    "nbdev's export in `folder` (by its `pyproject.toml`), run by this Python: nbdev's script may be installed elsewhere."
-    export = subprocess.run([sys.executable, '-c', _EXPORT], cwd=folder, capture_output=True, text=True, env=tool_env())
+    "nbdev's export in `folder` (by its `pyproject.toml`), run by this Python."
+    export = subprocess.run([sys.executable, '-c', _EXPORT], cwd=folder, capture_output=True,
+                            text=True, env=tool_env())
     if export.returncode != 0:
         raise RuntimeError(f"nbdev-export failed in the workspace:\n{export.stderr[-2000:]}")
 
 # %% ../../nbs/91b_workspace.ipynb #workspace-in-place
 @contextmanager
 def _built_in_place(dest: Path):
-    """A new hidden folder beside `dest` to build in, renamed to `dest` (absent or empty) once the build succeeded;
-    when it fails, that folder and any parent folder made for it are removed: nothing half-written is left."""
+    """A new hidden folder beside `dest` to build in, renamed to `dest` (absent or empty) once
+    the build succeeded; when it fails, it and any parent folder made for it are removed."""
     made = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]
     building = dest.parent / f'.{dest.name}-{uuid.uuid4().hex[:8]}.partial'
     try:
@@ -126,8 +129,8 @@ def _built_in_place(dest: Path):
 
 # %% ../../nbs/91b_workspace.ipynb #workspace-build
 def build_workspace(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
-    """Write a student workspace for `module` into `dest` (which must not exist or be empty); built beside it and
-    moved there at the end (`_built_in_place`), so a build that fails leaves nothing."""
+    """Write a student workspace for `module` into `dest` (which must not exist or be empty);
+    built beside it and moved there at the end (`_built_in_place`): a failed one leaves nothing."""
     nbs_dir, dest = Path(nbs_dir), Path(dest)
     if dest.exists() and any(dest.iterdir()):
         raise OutputInTheWay(f"{dest} is not empty; choose a new folder for the workspace")
@@ -139,7 +142,7 @@ def build_workspace(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
 
 # %% ../../nbs/91b_workspace.ipynb #workspace-write
 def _write_workspace(module, source: Path, nbs_dir: Path, dest: Path, cell_timeout: int):
-    "The workspace of `module` (its notebook `source`) in the empty folder `dest`: package exported, leaks checked."
+    "`module`'s workspace (notebook `source`) in the empty folder `dest`, exported, leak-checked."
     number = source.name[:2]
     (dest / 'nbs').mkdir()
     release(module, nbs_dir, dest / 'nbs', cell_timeout)
