@@ -108,7 +108,7 @@ def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path
                                "and was killed")
         if not (failed and attempt == 1 and kernel_start_timed_out(run.stderr)):
             break
-        result.instructor_notes.append("nbgrader's kernel didn't start in time: graded once more")
+        result.instructor_notes.append("nbgrader's kernel didn't start in time: autograde ran again")
     if failed:
         result.instructor_notes.append(f"nbgrader autograde failed (exit {run.returncode}); its "
                                        "output from its first error on:\n"
