@@ -235,3 +235,38 @@ def test_usage_errors_keep_their_builtin_bases():
     for cls, builtin in ((DemoInputError, ValueError), (MarkerError, ValueError),
                          (SandboxUnavailable, RuntimeError), (CourseNotGraded, FileNotFoundError)):
         assert issubclass(cls, UsageError) and issubclass(cls, builtin), cls
+
+
+# ------------------------------------------------------- the instructor's install and `release`
+
+def test_release_with_a_tool_not_installed_is_one_line_exit_2_and_writes_nothing(
+        tmp_path, capsys, monkeypatch):
+    """The README's `pip install '.[course]'`, then `tinytorch release 11 --workspace handout/` on
+    a machine where nbdev (which writes the workspace's package) is not installed: one line naming
+    the install, exit 2, no folder."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "nbdev" else real(name, *a))
+    monkeypatch.chdir(ROOT)
+    code = main(["release", "11", "--workspace", str(tmp_path / "handout")])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, ""), (code, out, err)
+    assert err == ("tinytorch release: needs nbdev, not installed here: "
+                   "pip install 'tinytorch[course]'\n"), err
+    assert list(tmp_path.iterdir()) == [], "a refused release left files behind"
+
+
+def test_a_workspace_that_fails_to_build_leaves_nothing_behind(tmp_path, monkeypatch):
+    "A workspace whose package can't be written (nbdev fails in it) leaves nothing half-written."
+    real = subprocess.run
+    def run(cmd, *args, **kwargs):
+        if "nbdev" in " ".join(map(str, cmd)):
+            return subprocess.CompletedProcess(cmd, 1, "", "nbdev could not write the package")
+        return real(cmd, *args, **kwargs)
+    monkeypatch.setattr(subprocess, "run", run)
+    monkeypatch.chdir(ROOT)
+    (tmp_path / "handout").mkdir()           # an empty folder may be named: it stays as it was
+    with pytest.raises(RuntimeError, match="nbdev could not write the package"):
+        main(["release", "11", "--workspace", str(tmp_path / "handout")])
+    assert [p.name for p in tmp_path.iterdir()] == ["handout"], list(tmp_path.iterdir())
+    assert list((tmp_path / "handout").iterdir()) == [], "a failed release left files behind"

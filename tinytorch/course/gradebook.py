@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -22,9 +23,10 @@ from .vocabulary import CourseLayout, PartStatus, atomic_write, open_gradebook
 
 # %% auto #0
 __all__ = ['REVIEW_NOTE', 'create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path',
-           'read_copy_grades', 'gradebook_auto_score', 'answer_digests', 'merge_graded_answers', 'merge_into_gradebook',
-           'review_reason', 'mark_for_review', 'GradebookGuard', 'read_gradebook', 'your_work_lines',
-           'flagged_students', 'set_late_penalties', 'gradebook_students', 'copy_submissions']
+           'kernel_start_timed_out', 'autograde_error', 'read_copy_grades', 'gradebook_auto_score', 'answer_digests',
+           'merge_graded_answers', 'merge_into_gradebook', 'review_reason', 'mark_for_review', 'GradebookGuard',
+           'read_gradebook', 'your_work_lines', 'flagged_students', 'set_late_penalties', 'gradebook_students',
+           'copy_submissions']
 
 # %% ../../nbs/93c_gradebook.ipynb #sha256
 def _sha256(path: Path) -> str | None:
@@ -122,6 +124,22 @@ def autograde_command(folder: Path, assignment: str, student: str) -> list:
 def autograded_path(folder: Path, assignment: str, student: str, name: str) -> Path:
     "Where nbgrader writes `student`'s autograded notebook `name` in the course `folder`."
     return CourseLayout(folder).autograded(student, assignment) / name
+
+# %% ../../nbs/93c_gradebook.ipynb #kernel-start
+_KERNEL_NOT_STARTED = re.compile(
+    r"^\s*RuntimeError: Kernel didn't respond (?:to heartbeats )?in \d+ seconds", re.M)
+
+def kernel_start_timed_out(stderr: str) -> bool:
+    "Did `nbgrader autograde` fail because its kernel didn't start in time?"
+    return bool(_KERNEL_NOT_STARTED.search(stderr or ''))
+
+# %% ../../nbs/93c_gradebook.ipynb #autograde-error
+def autograde_error(stderr: str, most: int = 20_000) -> str:
+    """What the grading log keeps of a failed `nbgrader autograde`: its output from its first
+    error on (all of it when none was logged); its end when longer than `most` characters."""
+    first = (stderr or '').find('| ERROR]')
+    text = (stderr[stderr.rfind('\n', 0, first) + 1:] if first >= 0 else stderr or '').strip()
+    return text if len(text) <= most else '…' + text[-most:]
 
 # %% ../../nbs/93c_gradebook.ipynb #read-copy
 def read_copy_grades(db: Path, assignment: str, student: str) -> dict:

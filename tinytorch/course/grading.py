@@ -19,17 +19,20 @@ from .assignments import secret_lines
 from .errors import MissingInput
 from .feedback import publish_feedback
 from tinytorch.course.grade_table import (
-    HIDDEN_FAILED, UNSANDBOXED, StudentResult, import_total, kept_grades, settle_statuses, write_grades_csv,
-    write_grading_log,
+    HIDDEN_FAILED, UNSANDBOXED, StudentResult, kept_grades, settle_statuses, write_grades_csv, write_grading_log,
 )
 from tinytorch.course.gradebook import (
     GradebookGuard, answer_digests, autograde_command, autograded_path, create_gradebooks, merge_into_gradebook, read_copy_grades,
     write_submission_course, your_work_lines,
 )
+from .gradebook import autograde_error, kernel_start_timed_out
 from .grading_inputs import empty_parts, exported_module, grading_package, held_submission, repair_submission
-from .late import LateWork, describe_lateness, read_timestamp
-from .limits import Limits, describe_limits, enforced
+from tinytorch.course.late import (
+    LateWork, describe_lateness, log_late_work, record_lateness, untimed_note,
+)
+from .limits import Limits, describe_limits, enforced, usable_jobs
 from .notebooks import NotebookError, find_notebook, read_nb
+from .progress import Progress
 from .provenance import clear_submissions, notebook_digest, read_cleared, read_receipts
 from .recheck import RecheckFailed, recheck_program
 from .recheck_run import apply_recheck, flag_limit_hits, recheck_submission, stopped_by_limit
@@ -78,20 +81,40 @@ def _read_submission(path: Path, shown: str | None = None) -> dict:
     except (NotebookError, UnicodeDecodeError, OSError):
         raise RuntimeError(f"{shown or path.name} is not a readable notebook") from None
 
+# %% ../../nbs/93_grading.ipynb #autograde-run
+def _run_autograde(setup: GradingSetup, student: str, submission: dict, folder: Path,
+                   uid: int | None):
+    "One `nbgrader autograde` of `submission` in a fresh course copy in `folder`, isolated."
+    shutil.rmtree(folder, ignore_errors=True)           # what an earlier run left
+    folder.mkdir()
+    write_submission_course(setup.template, folder, setup.assignment, student, submission,
+                            setup.notebook.name)
+    return run_isolated(autograde_command(folder, setup.assignment, student), folder,
+                        setup.wall_seconds, uid, setup.sandbox, limits=setup.limits)
+
 # %% ../../nbs/93_grading.ipynb #autograde
 def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path, uid: int | None,
                result: StudentResult) -> Path:
-    "Grade `submission` with nbgrader in a course copy in `folder`, isolated; record its points on `result`."
-    write_submission_course(setup.template, folder, setup.assignment, student, submission, setup.notebook.name)
-    run = run_isolated(autograde_command(folder, setup.assignment, student), folder, setup.wall_seconds, uid,
-                       setup.sandbox, limits=setup.limits)
+    """Grade `submission` with nbgrader in a course copy in `folder`, isolated; record its points
+    on `result`. A kernel that didn't start in time gets one more run; a failure keeps nbgrader's
+    output in the grading log."""
     autograded = autograded_path(folder, setup.assignment, student, setup.notebook.name)
-    why = stopped_by_limit(run, setup.limits) if (run.returncode != 0 or not autograded.exists()) else None
-    if why:
-        raise RuntimeError(why)
-    if was_killed(run.returncode):
-        raise RuntimeError(f"grading exceeded the {setup.wall_seconds:.0f} s wall-clock limit and was killed")
-    if run.returncode != 0 or not autograded.exists():
+    for attempt in (1, 2):
+        run = _run_autograde(setup, student, submission, folder, uid)
+        failed = run.returncode != 0 or not autograded.exists()
+        why = stopped_by_limit(run, setup.limits) if failed else None
+        if why:
+            raise RuntimeError(why)
+        if was_killed(run.returncode):
+            raise RuntimeError(f"grading exceeded the {setup.wall_seconds:.0f} s wall-clock limit "
+                               "and was killed")
+        if not (failed and attempt == 1 and kernel_start_timed_out(run.stderr)):
+            break
+        result.instructor_notes.append("nbgrader's kernel didn't start in time: autograde ran again")
+    if failed:
+        result.instructor_notes.append(f"nbgrader autograde failed (exit {run.returncode}); its "
+                                       "output from its first error on:\n"
+                                       + autograde_error(run.stderr))
         tail = [l for l in run.stderr.splitlines() if 'ERROR' in l][-2:] or run.stderr.strip().splitlines()[-1:]
         raise RuntimeError(f"nbgrader autograde failed (exit {run.returncode}): {' | '.join(tail)[:300]}")
     grades = read_copy_grades(CourseLayout(folder).gradebook, setup.assignment, student)
@@ -230,6 +253,7 @@ def _result_line(r: StudentResult) -> str:
 def _grade_all(setup: GradingSetup, subs: list, course_dir: Path, jobs: int, log) -> list:
     """Grade `subs` in `jobs` parallel slots (as root, each its own user id, claimed for the run); publish each result
     and merge it into the master gradebook, in order."""
+    jobs = usable_jobs(jobs)[0]                         # `_log_run` said so
     with claimed_uids(jobs) if setup.level == 'sandbox+uid' else nullcontext([None] * jobs) as uids:
         return _grade_in_slots(setup, subs, course_dir, uids, log)
 
@@ -262,44 +286,22 @@ def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: lis
     results = []
     hidden = secret_lines(setup.source, solutions=False)     # what feedback must never show
     guard = GradebookGuard(CourseLayout(course_dir).gradebook)
+    progress = Progress(len(subs), log)
     with ThreadPoolExecutor(max_workers=len(uids)) as pool:
         for found, r in zip(subs, pool.map(work, subs)):
             guard.check(r)
             if not r.failure:
                 r.flags.extend(found.notes)
-                _record_lateness(setup.late, found, r)
+                record_lateness(setup.late, found, r)
             settle_statuses(r)
             _publish(setup, course_dir, r, hidden, found)
             if STUDENT_ID.match(r.student):
                 r.instructor_notes += merge_into_gradebook(course_dir, setup.assignment, r, setup.late)
             guard.accept()
-            log(_result_line(r))
+            progress(_result_line(r))
             results.append(r)
+    progress.close()
     return results
-
-# %% ../../nbs/93_grading.ipynb #stamp-tolerance
-_STAMP_TOLERANCE = 120    # seconds timestamp.txt may come before the receipt: nbgrader writes it, then copies the files
-
-# %% ../../nbs/93_grading.ipynb #late-record
-def _record_lateness(late: LateWork, found: Found, result: StudentResult):
-    """The submission's time (the exchange's receipt when there is one, else timestamp.txt), seconds late and late
-    penalty on `result`; a time that is needed and can't be had, or a timestamp.txt before the receipt, is flagged."""
-    folder = found.folder
-    stamp, problem = read_timestamp(folder, found.shown.rsplit('/', 1)[0]) if folder is not None else (None, None)
-    when = result.timestamp = found.received or stamp
-    if found.received is not None:
-        if stamp is not None and (found.received - stamp).total_seconds() > _STAMP_TOLERANCE:
-            result.flags.append(f"timestamp.txt says {stamp:%Y-%m-%d %H:%M:%S} UTC, but the exchange received the "
-                                f"submission at {found.received:%Y-%m-%d %H:%M:%S} UTC: lateness counts from the "
-                                "exchange's time")
-    elif problem and (late.due is not None or not problem.endswith('is missing')):
-        result.flags.append(f"{problem}: lateness unknown, no late penalty applied")
-    elif folder is None and late.due is not None:
-        result.flags.append(f"{found.shown} has no timestamp (not collected from nbgrader's exchange): lateness "
-                            "unknown, no late penalty applied")
-    result.seconds_late = late.seconds_late(result.student, when)
-    settle_statuses(result)
-    result.late_penalty = late.policy.penalty(import_total(result), result.seconds_late)
 
 # %% ../../nbs/93_grading.ipynb #batch-clear
 def _clear(setup: GradingSetup, subs: list, clear, course_dir: Path, log):
@@ -328,27 +330,20 @@ def _this_shard(found: list, shard: tuple | None, submissions_dir: Path, log) ->
             + ('' if mine else '; nothing to grade here, the grades CSV holds its header only'))
     return mine
 
-# %% ../../nbs/93_grading.ipynb #batch-late-log
-def _log_late_work(late: LateWork, found: list, log):
-    "The run's due date and policy in one line; extensions for students with no folder here are named."
-    if late.due is None:
-        log("due date: none (nothing is late)")
-        return
-    log(f"due {late.due:%Y-%m-%d %H:%M} UTC; late policy: {late.policy.describe()}; "
-        f"{len(late.extensions)} extension(s)")
-    strangers = sorted(set(late.extensions) - {f.student for f in found})
-    if strangers:
-        log(f"extensions for students with no folder in the submissions: {', '.join(map(printable, strangers))}")
-
 # %% ../../nbs/93_grading.ipynb #batch-log
 def _log_run(setup: GradingSetup, subs: list, jobs: int, cannot: list, found: list, log):
     "What the run is about to do, in the log: how many, how isolated, the limits (and those that can't hold), the due date."
+    jobs, capped = usable_jobs(jobs)
     log(f"grading {len(subs)} submission(s) of {setup.assignment} with {jobs} job(s); isolation: "
         + _isolation_text(setup.level))
+    if capped:
+        log(capped)
     log(f"limits per submission: {describe_limits(setup.limits)}")
     for line in cannot:
         log(line)
-    _log_late_work(setup.late, found, log)
+    log_late_work(setup.late, found, log)
+    if untimed_note(setup.late, subs):
+        log(untimed_note(setup.late, subs))
 
 # %% ../../nbs/93_grading.ipynb #batch-write
 def _write_grades(results: list, course_dir: Path, assignment: str, log, kept: dict | None = None) -> Path:

@@ -13,10 +13,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from .errors import BadInput, MissingInput
+from .grade_table import import_total, settle_statuses
+from .untrusted_text import printable
 from .vocabulary import read_csv_lines
 
 # %% auto #0
-__all__ = ['parse_time', 'read_timestamp', 'LatePolicy', 'parse_late_policy', 'read_extensions', 'LateWork', 'describe_lateness']
+__all__ = ['parse_time', 'read_timestamp', 'LatePolicy', 'parse_late_policy', 'read_extensions', 'LateWork', 'describe_lateness',
+           'record_lateness', 'untimed_note', 'log_late_work']
 
 # %% ../../nbs/93l_late.ipynb #zone
 _TIME = re.compile(r'^(\d{4}-\d{2}-\d{2})[T ](\d{1,2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)\s*(.*)$')
@@ -206,3 +209,53 @@ def describe_lateness(seconds_late: float | None) -> str:
     d, rest = divmod(minutes, 1440)
     h, m = divmod(rest, 60)
     return ' '.join(f"{n} {u}" for n, u in ((d, 'd'), (h, 'h'), (m, 'min')) if n) + ' late'
+
+# %% ../../nbs/93l_late.ipynb #stamp-tolerance
+_STAMP_TOLERANCE = 120    # seconds timestamp.txt may come before the receipt: nbgrader writes it, then copies the files
+
+# %% ../../nbs/93l_late.ipynb #late-record
+def record_lateness(late: LateWork, found, result):
+    """`found`'s time (a `Found` of `93q_submissions`: the exchange's receipt when there is one, else
+    timestamp.txt), seconds late and late penalty on `result` (a `StudentResult`); a time that is
+    needed and can't be had, or a timestamp.txt before the receipt, is flagged; a plain folder has
+    none to read (`untimed_note` says so once)."""
+    folder = found.folder
+    stamp, problem = read_timestamp(folder, found.shown.rsplit('/', 1)[0]) if folder is not None else (None, None)
+    when = result.timestamp = found.received or stamp
+    if found.received is not None:
+        if stamp is not None and (found.received - stamp).total_seconds() > _STAMP_TOLERANCE:
+            result.flags.append(f"timestamp.txt says {stamp:%Y-%m-%d %H:%M:%S} UTC, but the exchange received the "
+                                f"submission at {found.received:%Y-%m-%d %H:%M:%S} UTC: lateness counts from the "
+                                "exchange's time")
+    elif problem and (late.due is not None or not problem.endswith('is missing')):
+        result.flags.append(f"{problem}: lateness unknown, no late penalty applied")
+    result.seconds_late = late.seconds_late(result.student, when)
+    settle_statuses(result)
+    result.late_penalty = late.policy.penalty(import_total(result), result.seconds_late)
+
+# %% ../../nbs/93l_late.ipynb #late-untimed
+def untimed_note(late: LateWork, subs: list) -> str | None:
+    "The run log's one line, when a due date is set, on the submissions in plain folders."
+    if late.due is None:
+        return None
+    plain = [f for f in subs if f.path is not None and f.folder is None and f.received is None]
+    if not plain:
+        return None
+    return (f"due date set, but the {len(plain)} submission(s) in plain folders "
+            "(SUBMISSIONS/<student>/<notebook>) carry no time they were handed in: no late penalty "
+            "is applied to them and none is flagged for it; for a trusted time, collect through "
+            "nbgrader's exchange with `tinytorch collect` (or use nbgrader's collected layout, "
+            "SUBMISSIONS/<student>/<assignment>/, with each student's timestamp.txt, which the "
+            "student wrote)")
+
+# %% ../../nbs/93l_late.ipynb #batch-late-log
+def log_late_work(late: LateWork, found: list, log):
+    "The run's due date and policy in one line; extensions for students with no folder here are named."
+    if late.due is None:
+        log("due date: none (nothing is late)")
+        return
+    log(f"due {late.due:%Y-%m-%d %H:%M} UTC; late policy: {late.policy.describe()}; "
+        f"{len(late.extensions)} extension(s)")
+    strangers = sorted(set(late.extensions) - {f.student for f in found})
+    if strangers:
+        log(f"extensions for students with no folder in the submissions: {', '.join(map(printable, strangers))}")

@@ -18,9 +18,9 @@ from pathlib import Path
 from .errors import BadInput
 
 # %% auto #0
-__all__ = ['parse_size', 'format_size', 'Limits', 'parse_limits', 'enforced', 'describe_limits', 'rlimit_prefix', 'folder_bytes',
-           'tree_memory', 'sandbox_tmp_bytes', 'Usage', 'run_watched', 'limit_kind', 'limit_hits', 'limit_reason',
-           'describe_usage']
+__all__ = ['parse_size', 'format_size', 'Limits', 'parse_limits', 'enforced', 'describe_limits', 'usable_jobs', 'rlimit_prefix',
+           'folder_bytes', 'tree_memory', 'sandbox_tmp_bytes', 'Usage', 'run_watched', 'limit_kind', 'limit_hits',
+           'limit_reason', 'describe_usage']
 
 # %% ../../nbs/93g_limits.ipynb #sizes
 _UNITS = {'': 1, 'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30, 'T': 1 << 40}
@@ -100,6 +100,18 @@ def describe_limits(limits: Limits) -> str:
             f"{limits.processes} processes and threads" if limits.processes else "processes unlimited",
             f"disk {format_size(limits.disk)} (work folder and /tmp together)" if limits.disk else "disk unlimited"]
     return ', '.join(said)
+
+# %% ../../nbs/93g_limits.ipynb #usable-jobs
+def _cores() -> int:
+    "The cores this process may run on (a batch system's share, where it sets one), at least 1."
+    return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
+
+def usable_jobs(jobs: int, cores: int | None = None) -> tuple:
+    "(`jobs` capped at `cores` (default: this process's), the run log's note when capped, or None)."
+    cores = cores or _cores()
+    if jobs <= cores:
+        return jobs, None
+    return cores, f"--jobs {jobs} is more than the {cores} core(s) here: grading {cores} at once"
 
 # %% ../../nbs/93g_limits.ipynb #rlimit-prefix
 def rlimit_prefix(limits: Limits) -> list:

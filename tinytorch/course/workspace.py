@@ -7,14 +7,18 @@ its own `pyproject.toml`, and a proof that no solution or hidden test is in any 
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
+import shutil
 import subprocess
 import sys
+import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 from .assignments import release, tool_env
 from .dependencies import requirement_lines
-from .errors import OutputInTheWay
+from .errors import NotReady, OutputInTheWay
 from .leaks import notebook_text, secret_lines, workspace_leaks
 from .notebooks import default_exp, find_notebook, read_nb, strip_hidden_tests, write_nb
 
@@ -88,15 +92,59 @@ def _strip_hidden_tests(nb: dict) -> dict:
         cell['source'] = strip_hidden_tests(cell['source'])
     return nb
 
+# %% ../../nbs/91b_workspace.ipynb #workspace-export
+# (nbdev-test never runs a cell that names nbdev's export function followed by '(')
+_EXPORT = 'from nbdev.doclinks import nbdev_export as export; export()'
+
+def _need_nbdev():
+    "NotReady, naming the install, where nbdev (it writes the workspace's package) is missing."
+    if importlib.util.find_spec('nbdev') is None:
+        raise NotReady("nbdev is not installed here (it writes the workspace's package): "
+                       "pip install 'tinytorch[course]'")
+
+def _export_package(folder: Path):
+    "nbdev's export in `folder` (by its `pyproject.toml`), run by this Python."
+    export = subprocess.run([sys.executable, '-c', _EXPORT], cwd=folder, capture_output=True,
+                            text=True, env=tool_env())
+    if export.returncode != 0:
+        raise RuntimeError(f"nbdev-export failed in the workspace:\n{export.stderr[-2000:]}")
+
+# %% ../../nbs/91b_workspace.ipynb #workspace-in-place
+@contextmanager
+def _built_in_place(dest: Path):
+    """A new hidden folder beside `dest` to build in, renamed to `dest` (absent or empty) once
+    the build succeeded; when it fails, it and any parent folder made for it are removed."""
+    made = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]
+    building = dest.parent / f'.{dest.name}-{uuid.uuid4().hex[:8]}.partial'
+    try:
+        building.mkdir(parents=True)
+        yield building
+        building.rename(dest)              # onto an empty folder too (POSIX rename)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        for p in made:                     # innermost first
+            if p.exists() and not any(p.iterdir()):
+                p.rmdir()
+        raise
+
 # %% ../../nbs/91b_workspace.ipynb #workspace-build
 def build_workspace(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
-    "Write a student workspace for `module` into `dest` (which must not exist or be empty)."
+    """Write a student workspace for `module` into `dest` (which must not exist or be empty);
+    built beside it and moved there at the end (`_built_in_place`): a failed one leaves nothing."""
     nbs_dir, dest = Path(nbs_dir), Path(dest)
     if dest.exists() and any(dest.iterdir()):
         raise OutputInTheWay(f"{dest} is not empty; choose a new folder for the workspace")
+    _need_nbdev()                                      # before anything is written
     source = find_notebook(module, nbs_dir)
+    with _built_in_place(dest) as ws:
+        _write_workspace(module, source, nbs_dir, ws, cell_timeout)
+    return dest
+
+# %% ../../nbs/91b_workspace.ipynb #workspace-write
+def _write_workspace(module, source: Path, nbs_dir: Path, dest: Path, cell_timeout: int):
+    "`module`'s workspace (notebook `source`) in the empty folder `dest`, exported, leak-checked."
     number = source.name[:2]
-    (dest / 'nbs').mkdir(parents=True, exist_ok=True)
+    (dest / 'nbs').mkdir()
     release(module, nbs_dir, dest / 'nbs', cell_timeout)
     given = [p for p in sorted(nbs_dir.glob('[0-9][0-9]*_*.ipynb'))        # earlier modules, and this module's
              if p.name[:2] < number or (p.name[:2] == number and p != source)]   # engine notebooks (11a, 11b, ...)
@@ -110,16 +158,12 @@ def build_workspace(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
     (dest / 'README.md').write_text(WORKSPACE_README.format(module=int(number), title=title, notebook=source.name,
                                                             modname=module_name.split('.')[-1]))
     (dest / '.gitignore').write_text('.venv/\n__pycache__/\n*.egg-info/\n.ipynb_checkpoints/\n_docs/\n')
-    (dest / 'tinytorch').mkdir(exist_ok=True)
+    (dest / 'tinytorch').mkdir()
     (dest / 'tinytorch' / '__init__.py').write_text('__version__ = "0.1.0"\n')
-    export = subprocess.run([str(Path(sys.executable).parent / 'nbdev-export')], cwd=dest, capture_output=True,
-                            text=True, env=tool_env())
-    if export.returncode != 0:
-        raise RuntimeError(f"nbdev-export failed in the workspace:\n{export.stderr[-2000:]}")
+    _export_package(dest)
     secrets = secret_lines(source) | set().union(*(secret_lines(p, solutions=False) for p in given))
     given_text = '\n'.join(notebook_text(dest / 'nbs' / p.name) for p in given)
     secrets = {s for s in secrets if s not in given_text}    # lines the earlier modules show anyway
     leaks = workspace_leaks(dest, secrets)
     if leaks:
         raise RuntimeError(f"the workspace contains solution or hidden-test lines: {leaks[:3]}")
-    return dest
