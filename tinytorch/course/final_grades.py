@@ -11,7 +11,8 @@ from pathlib import Path
 
 from .errors import BadInput, MissingInput
 from .grade_table import HELD, grades_by_student
-from .gradebook import flagged_students, read_gradebook
+from .gradebook import read_gradebook
+from .review import flagged_students
 from .late import LatePolicy, LateWork
 from .notebooks import module_number
 from .untrusted_text import csv_row

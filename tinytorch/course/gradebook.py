@@ -17,16 +17,18 @@ from pathlib import Path
 from .assignments import generate_assignment, write_course
 from .generation_cache import generation_key
 from .grade_table import Part, StudentResult, import_score, settle_statuses
-from .notebooks import cell_source, nbgrader_fields, read_nb, strip_hidden_tests, write_nb, writes_nb
+from .notebooks import cell_source, read_nb, strip_hidden_tests, write_nb, writes_nb
+from tinytorch.course.review import (
+    _graded_answers, _kept_notes, _manual_work, _record_graded_answers, _restore_manual_work, _restore_review_state,
+    _review_state, mark_for_review,
+)
 from .untrusted_text import printable
 from .vocabulary import CourseLayout, PartStatus, atomic_write, open_gradebook
 
 # %% auto #0
-__all__ = ['REVIEW_NOTE', 'create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path',
-           'kernel_start_timed_out', 'autograde_error', 'read_copy_grades', 'gradebook_auto_score', 'answer_digests',
-           'merge_graded_answers', 'merge_into_gradebook', 'review_reason', 'mark_for_review', 'GradebookGuard',
-           'read_gradebook', 'your_work_lines', 'flagged_students', 'set_late_penalties', 'gradebook_students',
-           'copy_submissions']
+__all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'kernel_start_timed_out',
+           'autograde_error', 'read_copy_grades', 'gradebook_auto_score', 'merge_into_gradebook', 'GradebookGuard',
+           'read_gradebook', 'your_work_lines', 'set_late_penalties', 'gradebook_students', 'copy_submissions']
 
 # %% ../../nbs/93c_gradebook.ipynb #sha256
 def _sha256(path: Path) -> str | None:
@@ -164,118 +166,6 @@ def gradebook_auto_score(status: PartStatus, part: Part) -> float | None:
         return import_score(status, part.nbgrader_points or 0.0, part.recheck_points)
     return part.nbgrader_points
 
-# %% ../../nbs/93c_gradebook.ipynb #answer-digests
-def _text_digest(text: str) -> str:
-    return hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()
-
-def answer_digests(nb) -> dict:
-    """grade_id -> SHA-256 of what a person looks at to score that part of the notebook `nb`: a written answer's (or a
-    solution cell's) own text; for a code part, the student's code, every solution cell in order."""
-    cells = [(c, nbgrader_fields(c)) for c in nb['cells']]
-    code = _text_digest('\0'.join(cell_source(c) for c, f in cells if f.get('solution') and c['cell_type'] == 'code'))
-    digests = {}
-    for cell, fields in cells:
-        gid = fields.get('grade_id')
-        if isinstance(gid, str) and (fields.get('solution') or fields.get('grade')):
-            digests[gid] = _text_digest(cell_source(cell)) if fields.get('solution') else code
-    return digests
-
-# %% ../../nbs/93c_gradebook.ipynb #graded-answers
-def _graded_answers(course_dir: Path, assignment: str) -> dict:
-    """The course's record of its graded parts: {'parts': student -> `answer_digests` of the submission last graded,
-    'look_again': student -> the parts whose score a re-grade kept and marked to look at again}; empty when none."""
-    try:
-        record = json.loads(CourseLayout(course_dir).graded_answers(assignment).read_text(encoding='utf-8'))
-    except (OSError, ValueError):
-        record = {}
-    record = record if isinstance(record, dict) else {}
-    return {key: record.get(key) if isinstance(record.get(key), dict) else {} for key in ('parts', 'look_again')}
-
-def _write_graded_answers(course_dir: Path, assignment: str, record: dict):
-    with atomic_write(CourseLayout(course_dir).graded_answers(assignment)) as f:
-        json.dump(record, f, indent=1, sort_keys=True)
-
-def _record_graded_answers(course_dir: Path, assignment: str, student: str, digests: dict, look_again: set):
-    """Keep `digests` as what `student`'s parts held when graded (unless there are none: it wasn't read), and
-    `look_again` as the parts marked to look at again."""
-    record = _graded_answers(course_dir, assignment)
-    if digests:
-        record['parts'][student] = digests
-    record['look_again'][student] = sorted(look_again)
-    _write_graded_answers(course_dir, assignment, record)
-
-def merge_graded_answers(courses: list, dest: Path, assignment: str):
-    "The `_graded_answers` records of the shard `courses` (a student is in one of them only) as the record of `dest`."
-    record = {'parts': {}, 'look_again': {}}
-    for course in courses:
-        for key, value in _graded_answers(course, assignment).items():
-            record[key].update(value)
-    if any(record.values()):
-        _write_graded_answers(dest, assignment, record)
-
-# %% ../../nbs/93c_gradebook.ipynb #manual-work
-def _manual_work(sub, look_again=()) -> dict:
-    """cell name -> what you entered in the formgrader on the submission `sub`: 'manual' and 'extra' (a score and its
-    extra credit; 'waiting': a score in `look_again` that you haven't looked at again), 'comment'."""
-    work = {}
-    for nb in sub.notebooks:
-        for g in nb.grades:
-            if g.manual_score is not None or g.extra_credit:
-                work[g.name] = {'manual': g.manual_score, 'extra': g.extra_credit,
-                                'waiting': g.name in look_again and bool(g.needs_manual_grade)}
-        for c in nb.comments:
-            if c.manual_comment:
-                work.setdefault(c.name, {})['comment'] = c.manual_comment
-    return work
-
-def _restore_manual_work(nb, work: dict, changed: set) -> tuple:
-    """`work` (`_manual_work`) put back on the submitted notebook `nb` of a new grading. A kept score whose part
-    `changed`, or that was still waiting, is marked 'needs manual grading' again. Returns the names restored, and
-    those marked."""
-    restored, again = set(), set()
-    for g in nb.grades:
-        w = work.get(g.name, {})
-        if 'manual' in w:
-            g.manual_score, g.extra_credit = w['manual'], w['extra']
-            if w['manual'] is not None:
-                g.needs_manual_grade = w['waiting'] or g.name in changed
-                again |= {g.name} if g.needs_manual_grade else set()
-            restored.add(g.name)
-    for c in nb.comments:
-        if 'comment' in work.get(c.name, {}):
-            c.manual_comment = work[c.name]['comment']
-            restored.add(c.name)
-    return restored, again
-
-# %% ../../nbs/93c_gradebook.ipynb #kept-notes
-def _kept_notes(work: dict, restored: set, again: set) -> list:
-    "The grading log's lines (for you only) on your formgrader work kept, to look at again, or with no part left."
-    notes = []
-    if restored:
-        notes.append(f"your formgrader work is kept on {', '.join(sorted(restored))}")
-    if again:
-        notes.append(f"changed since you scored it, your score kept, marked 'needs manual grading' to look at "
-                     f"again: {', '.join(sorted(again))}")
-    lost = sorted(set(work) - restored)
-    if lost:
-        notes.append(f"your scores or comments on {', '.join(lost)} were not kept: the notebook has no such part now")
-    return notes
-
-# %% ../../nbs/93c_gradebook.ipynb #review-state
-def _review_state(sub) -> dict:
-    """notebook name -> (its Flagged? tick, {cell: the reason `mark_for_review` wrote there}) of the submission `sub`:
-    what a re-grade carries over, so that a tick you took off stays off while the reason is the same."""
-    return {nb.name: (nb.flagged, {c.name: c.auto_comment for c in nb.comments
-                                   if (c.auto_comment or '').startswith(REVIEW_NOTE)}) for nb in sub.notebooks}
-
-def _restore_review_state(nb, state: dict):
-    "The tick and reasons of `_review_state` put back on the same notebook `nb` of a new submission."
-    flagged, reasons = state.get(nb.name, (False, {}))
-    nb.flagged = flagged
-    for c in nb.comments:
-        if c.name in reasons:
-            c.auto_comment = reasons[c.name]
-
 # %% ../../nbs/93c_gradebook.ipynb #merge
 def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResult, late=None) -> list:
     """Record `result` in the master gradebook (replacing an earlier submission of the same student), each autograded
@@ -321,53 +211,6 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
         gb.db.commit()
     _record_graded_answers(course_dir, assignment, result.student, result.answer_digests, again)
     return _kept_notes(work, restored, again)
-
-# %% ../../nbs/93c_gradebook.ipynb #review-reason
-REVIEW_NOTE = 'tinytorch grade'      # how every reason `mark_for_review` writes begins
-
-def review_reason(result: StudentResult) -> str | None:
-    "Why `result` needs your eyes, in the words the formgrader shows (None: it doesn't): its failure, or every flag."
-    if result.failure:
-        return f"{REVIEW_NOTE} could not grade this submission: {result.failure}"
-    if result.flags:
-        return f"{REVIEW_NOTE} flagged this submission: " + '; '.join(result.flags)
-    return None
-
-# %% ../../nbs/93c_gradebook.ipynb #review-first
-def _commented_order(result: StudentResult) -> list:
-    "The grade ids of `result`'s solution cells (the cells the formgrader gives a comment box) in its notebook's order."
-    order = []
-    if result.autograded is not None and Path(result.autograded).is_file():
-        try:
-            order = [c['metadata']['nbgrader']['grade_id'] for c in read_nb(result.autograded)['cells']
-                     if (c.get('metadata', {}).get('nbgrader') or {}).get('solution')]
-        except (ValueError, KeyError, OSError, TypeError):
-            order = []
-    return order + list(result.parts)
-
-# %% ../../nbs/93c_gradebook.ipynb #review
-def mark_for_review(sub, result: StudentResult):
-    """Tick **Flagged?** on each notebook of the gradebook submission `sub` when `result` needs your eyes, with
-    `review_reason` as the automatic comment of its first commented cell; a reason you already saw and unticked stays
-    unticked. A submission that needs nothing loses the tick and the note this function gave it."""
-    reason = review_reason(result)
-    rank = {}
-    for k, gid in enumerate(_commented_order(result)):
-        rank.setdefault(gid, k)
-    for nb in sub.notebooks:
-        comments = sorted(nb.comments, key=lambda c: rank.get(c.name, len(rank)))
-        ours = [c for c in comments if (c.auto_comment or '').startswith(REVIEW_NOTE)]
-        if reason is None:
-            nb.flagged = False if ours else nb.flagged
-            for c in ours:
-                c.auto_comment = None
-            continue
-        seen = bool(ours) and ours[0].auto_comment == reason and not nb.flagged
-        for c in ours:
-            c.auto_comment = None
-        if comments:
-            comments[0].auto_comment = reason
-        nb.flagged = nb.flagged if seen else True
 
 # %% ../../nbs/93c_gradebook.ipynb #guard
 class GradebookGuard:
@@ -423,12 +266,6 @@ def your_work_lines(course_dir: Path, assignment: str, students: list) -> list:
         lines.append("changed since you scored them, marked 'needs manual grading' in the formgrader to look at "
                      f"again: {', '.join(again[:10])}{more}")
     return lines
-
-# %% ../../nbs/93c_gradebook.ipynb #read-flagged
-def flagged_students(course: Path, assignment: str) -> set:
-    "The students whose submission of `assignment` is ticked **Flagged?** in the master gradebook (not yet reviewed)."
-    with open_gradebook(CourseLayout(course).gradebook) as gb:
-        return {sub.student_id for sub in gb.assignment_submissions(assignment) if any(nb.flagged for nb in sub.notebooks)}
 
 # %% ../../nbs/93c_gradebook.ipynb #late-penalties
 def set_late_penalties(course: Path, assignment: str, penalties: dict):

@@ -22,7 +22,7 @@ from tinytorch.course.grade_table import (
     HIDDEN_FAILED, UNSANDBOXED, StudentResult, kept_grades, settle_statuses, write_grades_csv, write_grading_log,
 )
 from tinytorch.course.gradebook import (
-    GradebookGuard, answer_digests, autograde_command, autograded_path, create_gradebooks, merge_into_gradebook, read_copy_grades,
+    GradebookGuard, autograde_command, autograded_path, create_gradebooks, merge_into_gradebook, read_copy_grades,
     write_submission_course, your_work_lines,
 )
 from .gradebook import autograde_error, kernel_start_timed_out
@@ -34,6 +34,7 @@ from .limits import Limits, describe_limits, enforced, usable_jobs
 from .notebooks import NotebookError, find_notebook, read_nb
 from .progress import Progress
 from .provenance import clear_submissions, notebook_digest, read_cleared, read_receipts
+from .review import answer_digests
 from .recheck import RecheckFailed, recheck_program
 from .recheck_run import apply_recheck, flag_limit_hits, recheck_submission, stopped_by_limit
 from .sandbox import Sandbox, claimed_uids, kept_out, isolation_level, run_isolated, was_killed

@@ -17,7 +17,8 @@ from .errors import BadInput
 from .generation_cache import files_under
 from .grade_table import CLEAN_LOG, CSV_FIELDS, log_entries, read_grades_csv
 from .untrusted_text import csv_row
-from .gradebook import copy_submissions, gradebook_students, merge_graded_answers
+from .gradebook import copy_submissions, gradebook_students
+from .review import merge_graded_answers
 from .vocabulary import CourseLayout, PartStatus, atomic_write
 
 # %% auto #0
