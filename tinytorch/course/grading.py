@@ -25,11 +25,11 @@ from tinytorch.course.gradebook import (
     GradebookGuard, autograde_command, autograded_path, create_gradebooks, merge_into_gradebook, read_copy_grades,
     write_submission_course,
 )
-from .grading_inputs import empty_parts, exported_module, grading_package, repair_submission
+from .grading_inputs import empty_parts, exported_module, grading_package, own_module_sandbox, repair_submission
 from .late import LateWork, describe_lateness, read_timestamp
 from .limits import Limits, describe_limits, enforced
 from .notebooks import NotebookError, find_notebook, read_nb, reads_nb
-from .provenance import clear_submissions, copied_reasons, notebook_digest, read_cleared, read_receipts
+from .provenance import clear_submissions, copied_reasons, is_cleared, notebook_digest, read_cleared, read_receipts
 from .recheck import RecheckFailed, recheck_program
 from .recheck_run import apply_recheck, flag_limit_hits, recheck_submission, stopped_by_limit
 from .sandbox import Sandbox, claimed_uids, kept_out, isolation_level, run_isolated, was_killed
@@ -81,7 +81,7 @@ def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path
     "Grade `submission` with nbgrader in a course copy in `folder`, isolated; record its points on `result`."
     write_submission_course(setup.template, folder, setup.assignment, student, submission, setup.notebook.name)
     run = run_isolated(autograde_command(folder, setup.assignment, student), folder, setup.wall_seconds, uid,
-                       setup.sandbox, limits=setup.limits)
+                       own_module_sandbox(setup.sandbox, setup.module, submission, folder.parent), limits=setup.limits)
     autograded = autograded_path(folder, setup.assignment, student, setup.notebook.name)
     why = stopped_by_limit(run, setup.limits) if (run.returncode != 0 or not autograded.exists()) else None
     if why:
@@ -129,7 +129,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, u
             result.flags.append(str(e))
             result.instructor_notes += [e.note] if getattr(e, 'note', None) else []
         else:
-            apply_recheck(result, verdicts)
+            apply_recheck(result, verdicts, is_cleared(setup.cleared, student, submission_path))
         return result
     except Exception as e:
         result.failure = str(e)
