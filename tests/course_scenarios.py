@@ -135,6 +135,9 @@ def build(release, source, paths):
         "        signal.signal(signal.SIGINT, signal.SIG_IGN)\n        import time\n        while True:\n"
         "            time.sleep(1)")   # waits, never ends, yet leaves the CPU to the rest of the class
     subs["honest-tmp"] = replace(solved, "sinusoidal", MY_BEGIN, MY_BEGIN + "\n" + _HONEST_TMP)
+    # a stray import of a module the grading machine doesn't have, at the top of one export cell: in the kernel only
+    # that cell fails (its function is missing); outside the notebook the whole export does not import
+    subs["stray-import"] = replace(solved, "rope", "#| export\n", "#| export\nimport torch\n")
     for kind, code in RUNAWAYS.items():
         subs[f"runaway-{kind}"] = insert_cell(solved, "as-ids", f"runaway-{kind}", code)
     return subs

@@ -325,6 +325,17 @@ def test_a_flagged_part_says_it_is_held(platform_result):
     assert "held for your instructor to review" in flagged["tests"][0]["output"], flagged["tests"][0]
 
 
+@pytest.mark.parametrize("target", ["gradescope", "prairielearn"])
+def test_the_result_says_why_an_export_that_does_not_import_is_held(target, platform_result):
+    "A stray `import torch` in export cell 'rope': every code part is held at 0, and the message says why, once."
+    results, raw, log = platform_result(target, "stray-import")
+    check_results(target, results, raw)
+    said = results["output" if target == "gradescope" else "message"]
+    assert said.startswith("Autograded: 0 / 24 points. Your exported code does not import outside the notebook "
+                           "(ModuleNotFoundError: No module named 'torch', in export cell 'rope')"), said
+    assert "tinytorch test" in said and results["score"] == 0, results
+
+
 def test_a_hidden_tests_message_reaches_only_the_instructor(platform_result):
     results = platform_result("gradescope", "odd-dim-cosines")[0]
     entries = [t for t in results["tests"] if t["name"].startswith("test_sinusoidal_table")]

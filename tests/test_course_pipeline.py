@@ -138,7 +138,7 @@ SCORES = {
     "reference": FULL, "untouched": 0, "broken-sinusoid": NO_SINUSOID, "broken-backward": NO_SCATTER,
     "test-edited-to-pass": NO_SINUSOID, "infinite-loop": NO_SINUSOID, "syntax-error": 0, "metadata-stripped": FULL,
     "duplicated-cell": FULL, "skip-tag": NO_SINUSOID, "snoop": FULL, "input-transformer": 0,
-    "a-sigint-proof-loop": None, "fake-marker": NO_SINUSOID, "forged-results": 0,
+    "a-sigint-proof-loop": None, "fake-marker": NO_SINUSOID, "forged-results": 0, "stray-import": 0,
 }
 
 
@@ -242,6 +242,48 @@ def test_syntax_error_zeroes_dependent_parts_with_a_clear_message(graded):
     assert any("does not import" in f and "SyntaxError" in f for f in graded["results"]["syntax-error"].flags)
 
 
+def test_a_stray_import_is_flagged_with_its_cause_in_the_graders_words(graded):
+    "`import torch` in export cell 'rope': nbgrader loses that cell's part; the export doesn't import outside the kernel."
+    r = graded["results"]["stray-import"]
+    assert points(graded, "stray-import") == all_but({"test_rotate_pairs"})
+    assert statuses(graded, "stray-import") == {"flagged"}
+    assert r.flags[0] == ("the student's exported code does not import outside the notebook (ModuleNotFoundError: "
+                          "No module named 'torch', in export cell 'rope'); the re-check scores it 0"), r.flags
+    assert "--clear stray-import" in r.flags[1], r.flags
+
+
+def test_clear_settles_an_export_that_does_not_import_in_one_action(graded, tmp_path):
+    "`--clear STUDENT` once: every code part counts nbgrader's points, graded, nothing left to confirm part by part."
+    subs = tmp_path / "submissions"
+    (subs / "stray-import").mkdir(parents=True)
+    shutil.copy(graded["subs_dir"] / "stray-import" / "11_embeddings.ipynb", subs / "stray-import")
+    said = []
+    results, csv_path = grade(11, subs, NBS, tmp_path / "course", cell_timeout=CELL_TIMEOUT, wall_seconds=WALL_SECONDS,
+                              log=said.append, clear=("stray-import",))
+    rows = [r for r in csv.DictReader(open(csv_path)) if r["kind"] == "test"]
+    assert {r["status"] for r in rows} == {"graded"} and not results[0].flags, (rows, results[0].flags)
+    assert {r["part"]: float(r["score"]) for r in rows} == all_but({"test_rotate_pairs"})
+    assert {r["recheck_points"] for r in rows} == {""}
+    log = (tmp_path / "course" / "grades_11_embeddings.log").read_text()
+    assert "cleared by you: the student's exported code does not import outside the notebook" in log, log
+
+
+def test_a_correct_notebooks_feedback_has_no_traceback_and_no_grading_path(graded):
+    """The whole lesson handed in, correct: its demonstrations import the student's own module (`tinytorch.core.embeddings`)
+    and run; no error of the grading machinery and no folder of the grading machine is on the page."""
+    import html
+    import re
+    import tinytorch
+    page = html.unescape(graded["results"]["reference"].feedback.read_text())
+    shown = re.sub(r"<style.*?</style>", "", page, flags=re.S)         # the template's CSS names a `Traceback` class
+    for word in ("Traceback", "ImportError", "NameError", "site-packages", "/tmp/", "tinytorch-grading", str(ROOT),
+                 str(graded["course"]), str(graded["subs_dir"]), str(Path(tinytorch.__file__).parent), sys.prefix):
+        assert word not in shown, (word, shown[max(0, shown.find(word) - 300):shown.find(word) + 200])
+    nb = json.loads(graded["results"]["reference"].autograded.read_text())
+    errors = [(c["id"], o["ename"]) for c in nb["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
+    assert errors == [], errors
+
+
 def test_stripped_metadata_is_flagged_and_still_graded(graded):
     assert statuses(graded, "metadata-stripped") == {"flagged"}
     assert "stripped" in " ".join(graded["results"]["metadata-stripped"].flags)
@@ -321,7 +363,11 @@ def test_snoop_reads_no_course_file_reaches_no_network_and_is_graded(graded):
     assert "network: reached pypi.org" not in report
     assert [i for i in report if i.startswith("read ")] == [i for i in report if i.endswith("embeddings.py")], report
     printed = "\n".join("".join(o.get("text", "")) for cell in nb["cells"] for o in cell.get("outputs", []))
-    assert find_leaks(secret_lines(SOURCE), printed) == []         # no hidden test, no solution
+    # the module it read is its own export (mounted over the stub for the lesson's demonstrations): no hidden test,
+    # and no line of the solution that it didn't write itself
+    own = notebook_text(graded["subs_dir"] / "snoop" / "11_embeddings.ipynb")
+    assert "# exported from a student submission by tinytorch grade" in printed
+    assert find_leaks({s for s in secret_lines(SOURCE) if s not in own}, printed) == []
 
 
 def test_score_column_is_what_to_import_for_every_scenario(graded):

@@ -27,7 +27,7 @@ from course_scenarios import runaway_report, vandal_report  # noqa: E402
 from test_grading_sandbox import (  # noqa: E402,F401  (`released` is a fixture)
     INSTRUCTOR_UID, SOURCE, STUDENTS, TESTS, digest, grade_command, make_class, released, venv_copy,
 )
-from tinytorch.course.leaks import find_leaks, secret_lines  # noqa: E402
+from tinytorch.course.leaks import find_leaks, notebook_text, secret_lines  # noqa: E402
 from tinytorch.course.limits import tree_memory  # noqa: E402
 
 HONEST = ["reference", "honest-tmp"]
@@ -227,7 +227,10 @@ def test_a_snoop_reads_no_course_file_reaches_no_network_and_prints_no_secret(gr
             assert item.startswith("could not read "), report
     assert [i for i in report if i.startswith("network: ")] and "network: reached pypi.org" not in report, report
     printed = "\n".join("".join(o.get("text", "")) for cell in snoop["cells"] for o in cell.get("outputs", []))
-    assert find_leaks(secret_lines(SOURCE), printed) == []         # no hidden test, no solution
+    # the package's embeddings.py it read is its own export (mounted over the stub for the lesson's demonstrations):
+    # no hidden test, and no line of the solution that it didn't write itself
+    own = notebook_text(graded["c"]["subs"] / "snoop" / "11_embeddings.ipynb")
+    assert find_leaks({s for s in secret_lines(SOURCE) if s not in own}, printed) == []
 
 
 def processes_in(folder: Path) -> list:

@@ -10,7 +10,7 @@ from requirements import require
 
 require("nbgrader")
 
-from course_scenarios import demo_cells, solve, without_demos  # noqa: E402
+from course_scenarios import build, demo_cells, solve, without_demos  # noqa: E402
 from tinytorch.course.assignments import graded_parts  # noqa: E402
 from tinytorch.course.leaks import secret_lines, workspace_leaks  # noqa: E402
 
@@ -92,7 +92,7 @@ def test_the_workspace_ships_only_student_tooling(workspace):
     tooling = sorted(p.name for p in (ws / "nbs").glob("*.ipynb") if p.name[:2] >= "89")
     assert tooling == ["89_errors.ipynb", "89a_notebooks.ipynb", "89b_course_vocabulary.ipynb", "89c_dependencies.ipynb",
                        "90_nbtests.ipynb", "90a_selftest.ipynb", "92_cli.ipynb", "92a_demo.ipynb",
-                       "92b_cli_arguments.ipynb"], tooling
+                       "92b_cli_arguments.ipynb", "93a_recheck.ipynb"], tooling
     assert not (ws / "tinytorch" / "course" / "assignments.py").exists()
     usage = _run(bin_dir, bin_dir / "tinytorch", "--help", cwd=ws)
     assert usage.returncode == 0 and "{demo,test}" in usage.stdout, usage.stdout + usage.stderr
@@ -114,5 +114,26 @@ def test_a_solved_notebook_runs_top_to_bottom_without_an_export(workspace):
         assert stub.stdout.strip() == "stub", stub.stdout + stub.stderr          # nothing exported: the package has stubs
         out = _run(bin_dir, bin_dir / "nbdev-test", student_nb, cwd=ws)
         assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    finally:
+        student_nb.write_text(original)
+
+
+def test_tinytorch_test_says_the_grader_cannot_import_the_export(workspace):
+    """A stray `import torch` (a module the grader doesn't have, nor this workspace) in export cell 'rope': the kernel
+    loses only that cell's part, but the grader's re-check can't import the export at all. `tinytorch test` says so in
+    the grader's words, with the points the grade will give."""
+    ws, bin_dir = workspace
+    student_nb = ws / "nbs" / "11_embeddings.ipynb"
+    original = student_nb.read_text()
+    try:
+        release = json.loads(original)
+        stray = build(release, json.loads(SOURCE.read_text()), {"course": "/nonexistent", "submissions": "/nonexistent"})
+        student_nb.write_text(json.dumps(without_demos(stray["stray-import"], demo_cells(release))))
+        out = _run(bin_dir, bin_dir / "tinytorch", "test", "11", cwd=ws)
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert f"Total: {VISIBLE - 3:g}/{VISIBLE:g}" in out.stdout, out.stdout       # test_rotate_pairs, in the kernel
+        assert "Your exported cells do not import outside the notebook, as the grader imports them:\n" \
+               "    ModuleNotFoundError: No module named 'torch', in export cell 'rope'\n" in out.stdout, out.stdout
+        assert f"the grade will give 0/{VISIBLE:g} for the tests until your instructor reviews" in out.stdout, out.stdout
     finally:
         student_nb.write_text(original)

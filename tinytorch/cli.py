@@ -63,7 +63,7 @@ def cmd_test(args) -> int:
         raise MissingInput(f"--notebook {notebook}: no such file")
     report = run_notebook_tests(notebook, timeout=args.cell_timeout)
     print(format_report(report))
-    return 0 if report['parts'] and report['points'] == report['max_points'] else 1
+    return 0 if report['parts'] and report['graded_points'] == report['max_points'] else 1
 
 # %% ../nbs/92_cli.ipynb #late-work
 def _late_work(args):
@@ -230,7 +230,8 @@ COMMANDS = {
                     "train embeddings on real text, end to end, and show what they learned"),
     'release': Command('assignments', 'course', cmd_release, release_args,
                        "write the student version of a module's notebook"),
-    'test': Command('selftest', 'student', cmd_test, test_args, "run the graded tests of your own notebook"),
+    'test': Command('selftest', 'student', cmd_test, test_args, "run the graded tests of your own notebook, then "
+                    "import its export as the grader does"),
     'grade': Command('grading', 'course', cmd_grade, grade_args,
                      "autograde SUBMISSIONS/<student>/[<assignment>/]<notebook>.ipynb"),
     'grade-merge': Command('shards', 'course', cmd_grade_merge, grade_merge_args,

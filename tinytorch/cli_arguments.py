@@ -90,8 +90,9 @@ def grade_args(p):
     p.add_argument('--extensions', metavar='FILE', help="CSV of extensions: a student column (student, student_id "
                    "or id) and one of due (a time), days or hours")
     p.add_argument('--clear', metavar='STUDENT', action='append', default=[], help="grade STUDENT's held submission "
-                   "(flagged as a copy of your notebook) as usual, once you have looked at it; repeat for more "
-                   "students; kept in COURSE/cleared_<assignment>.csv for that notebook only")
+                   "(flagged as a copy of your notebook) as usual, once you have looked at it; for a notebook whose "
+                   "exported code does not import outside the notebook, count nbgrader's points for its code parts; "
+                   "repeat for more students; kept in COURSE/cleared_<assignment>.csv for that notebook only")
     p.add_argument('--only', metavar='STUDENT', action='append', default=[], help="grade STUDENT's folder only "
                    "(repeat for more): the other students graded before in COURSE keep their grades as they are")
     p.add_argument('--roster', metavar='FILE', help="class roster CSV (id, names, email, LMS ids, section) or Canvas' "

@@ -25,7 +25,8 @@ from .vocabulary import PartStatus, atomic_write, hidden_line_numbers
 
 # %% auto #0
 __all__ = ['SubmissionProblem', 'find_submission', 'graded_cell_errors', 'PartReport', 'part_reports', 'gradescope_results',
-           'prairielearn_results', 'not_graded', 'load_config', 'grade_submission', 'write_results', 'run', 'main']
+           'prairielearn_results', 'not_graded', 'export_problem', 'load_config', 'grade_submission', 'write_results',
+           'run', 'main']
 
 # %% ../../nbs/95b_autograder_run.ipynb #submission-problem
 class SubmissionProblem(Exception):
@@ -154,14 +155,17 @@ def _totals(reports: list) -> tuple:
     return sum(r.points for r in tests), sum(r.max_points for r in tests)
 
 # %% ../../nbs/95b_autograder_run.ipynb #summary
-def _summary(reports: list) -> str:
+def _summary(reports: list, problem: str | None = None) -> str:
+    "The results' message: the points, the `problem` of the export (`export_problem`), the parts held for review."
     got, top = _totals(reports)
     review = [r.grade_id for r in reports if r.status == PartStatus.FLAGGED]
-    return (f"Autograded: {got:g} / {top:g} points." + (f" Held for your instructor to review: {', '.join(review)}."
+    why = (f" {problem[:1].upper()}{problem[1:]}: the grader imports it as a module to check every test again (as "
+           "`tinytorch test` does), so its code parts count 0 until your instructor reviews them." if problem else '')
+    return (f"Autograded: {got:g} / {top:g} points." + why + (f" Held for your instructor to review: {', '.join(review)}."
             if review else '') + " Written answers are graded by your instructor.")
 
 # %% ../../nbs/95b_autograder_run.ipynb #results
-def gradescope_results(reports: list, hidden_tests: str) -> dict:
+def gradescope_results(reports: list, hidden_tests: str, problem: str | None = None) -> dict:
     "Gradescope's results.json for one graded submission (its autograder specification's format)."
     tests = []
     for r in reports:
@@ -171,15 +175,15 @@ def gradescope_results(reports: list, hidden_tests: str) -> dict:
         if r.hidden is not None:
             tests.append({'name': f"{r.grade_id}: hidden tests", 'score': 0.0, 'max_score': 0.0,
                           'output': r.hidden, 'visibility': hidden_tests})
-    return {'score': _totals(reports)[0], 'output': _summary(reports), 'tests': tests}
+    return {'score': _totals(reports)[0], 'output': _summary(reports, problem), 'tests': tests}
 
 # %% ../../nbs/95b_autograder_run.ipynb #prairielearn-results
-def prairielearn_results(reports: list) -> dict:
+def prairielearn_results(reports: list, problem: str | None = None) -> dict:
     "PrairieLearn's results.json for one graded submission (its external grading results format)."
     got, top = _totals(reports)
     tests = [{'name': r.grade_id, 'points': r.points if r.kind == 'test' else 0.0,
               'max_points': r.max_points if r.kind == 'test' else 0.0, 'message': r.message} for r in reports]
-    return {'gradable': True, 'score': got / top if top else 0.0, 'message': _summary(reports), 'tests': tests}
+    return {'gradable': True, 'score': got / top if top else 0.0, 'message': _summary(reports, problem), 'tests': tests}
 
 # %% ../../nbs/95b_autograder_run.ipynb #not-graded
 def not_graded(target: str, why: str) -> dict:
@@ -187,6 +191,15 @@ def not_graded(target: str, why: str) -> dict:
     if target == 'prairielearn':
         return {'gradable': False, 'format_errors': [why]}
     return {'score': 0.0, 'output': f"Not graded: {why}", 'tests': []}
+
+# %% ../../nbs/95b_autograder_run.ipynb #export-problem
+def export_problem(flags: list) -> str | None:
+    "The grader's flag of an export that does not import outside the notebook, said to the student; None without one."
+    from tinytorch.course.recheck_run import NOT_IMPORTED
+    flag = next((f for f in flags if f.startswith(NOT_IMPORTED)), None)
+    if flag is None:
+        return None
+    return "your exported code does not import outside the notebook" + flag[len(NOT_IMPORTED):].rsplit('; ', 1)[0]
 
 # %% ../../nbs/95b_autograder_run.ipynb #load-config
 def load_config(grader: Path) -> dict:
@@ -201,7 +214,7 @@ def load_config(grader: Path) -> dict:
 
 # %% ../../nbs/95b_autograder_run.ipynb #run
 def grade_submission(grader: Path, config: dict, notebook: Path, log=print) -> tuple:
-    """(grades CSV rows, the autograded notebook or None): `notebook` graded by `tinytorch grade` as a class of one.
+    """(grades CSV rows, the autograded notebook or None, `export_problem`): `notebook` graded by `tinytorch grade` as a class of one.
     On Gradescope (whose stdout only instructors see) the instructor's notes are logged too; never on PrairieLearn."""
     from tinytorch.course.grade_table import read_grades_csv
     from tinytorch.course.grading import grade
@@ -217,7 +230,8 @@ def grade_submission(grader: Path, config: dict, notebook: Path, log=print) -> t
         autograded = results[0].autograded
         for note in results[0].instructor_notes if config.get('target') == 'gradescope' else ():
             log(f"for the instructor only: {printable(note)}")
-        return read_grades_csv(csv_path), (read_nb(autograded) if autograded is not None else None)
+        return (read_grades_csv(csv_path), (read_nb(autograded) if autograded is not None else None),
+                export_problem(results[0].flags))
 
 # %% ../../nbs/95b_autograder_run.ipynb #write-results
 def write_results(path: Path, results: dict) -> Path:
@@ -234,11 +248,11 @@ def _graded_results(platform: Platform, grader: Path, config: dict, log) -> dict
     if target == 'prairielearn':                       # what its container prints may reach the student
         log = (lambda say: lambda line: say(_shown(str(line), secrets)))(log)
     notebook = find_submission(Path(platform.submission), config['notebook'])
-    rows, autograded = grade_submission(grader, config, notebook, log)
-    reports = part_reports(rows, autograded, secrets)
+    rows, autograded, problem = grade_submission(grader, config, notebook, log)
+    reports, problem = part_reports(rows, autograded, secrets), problem and _shown(problem, secrets)
     if target == 'prairielearn':
-        return prairielearn_results(reports)
-    return gradescope_results(reports, config['hidden_tests'])
+        return prairielearn_results(reports, problem)
+    return gradescope_results(reports, config['hidden_tests'], problem)
 
 # %% ../../nbs/95b_autograder_run.ipynb #run-2
 def run(target: str, log=print, platform: Platform | None = None) -> dict:

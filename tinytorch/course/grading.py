@@ -26,14 +26,14 @@ from tinytorch.course.gradebook import (
     write_submission_course, your_work_lines,
 )
 from .gradebook import autograde_error, kernel_start_timed_out
-from .grading_inputs import empty_parts, exported_module, grading_package, held_submission, repair_submission
+from .grading_inputs import empty_parts, exported_module, grading_package, held_submission, own_module_sandbox, repair_submission
 from tinytorch.course.late import (
     LateWork, describe_lateness, log_late_work, record_lateness, untimed_note,
 )
 from .limits import Limits, describe_limits, enforced, usable_jobs
 from .notebooks import NotebookError, find_notebook, read_nb
 from .progress import Progress
-from .provenance import clear_submissions, notebook_digest, read_cleared, read_receipts
+from .provenance import clear_submissions, is_cleared, notebook_digest, read_cleared, read_receipts
 from .review import answer_digests
 from .recheck import RecheckFailed, recheck_program
 from .recheck_run import apply_recheck, flag_limit_hits, recheck_submission, stopped_by_limit
@@ -91,7 +91,8 @@ def _run_autograde(setup: GradingSetup, student: str, submission: dict, folder: 
     write_submission_course(setup.template, folder, setup.assignment, student, submission,
                             setup.notebook.name)
     return run_isolated(autograde_command(folder, setup.assignment, student), folder,
-                        setup.wall_seconds, uid, setup.sandbox, limits=setup.limits)
+                        setup.wall_seconds, uid, own_module_sandbox(setup.sandbox, setup.module, submission,
+                        folder.parent), limits=setup.limits)
 
 # %% ../../nbs/93_grading.ipynb #autograde
 def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path, uid: int | None,
@@ -157,7 +158,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None, u
             result.flags.append(str(e))
             result.instructor_notes += [e.note] if getattr(e, 'note', None) else []
         else:
-            apply_recheck(result, verdicts)
+            apply_recheck(result, verdicts, is_cleared(setup.cleared, student, submission_path))
         return result
     except Exception as e:
         result.failure = str(e)

@@ -5,8 +5,10 @@
 # %% ../../nbs/93s_grading_inputs.ipynb #imports
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from .assignments import graded_parts
@@ -14,9 +16,12 @@ from .errors import BadInput
 from .grade_table import HELD, Part, StudentResult
 from .notebooks import NotebookError, default_exp, reads_nb, write_nb
 from .provenance import copied_reasons, notebook_digest
+from .recheck import export_cells, export_source
+from .sandbox import Sandbox
 
 # %% auto #0
-__all__ = ['repair_submission', 'as_handed_in', 'held_submission', 'empty_parts', 'exported_module', 'grading_package']
+__all__ = ['repair_submission', 'as_handed_in', 'held_submission', 'empty_parts', 'exported_module', 'grading_package',
+           'own_module_sandbox']
 
 # %% ../../nbs/93s_grading_inputs.ipynb #graded-ids
 def _graded_ids(nb: dict) -> dict:
@@ -127,3 +132,14 @@ def grading_package(module: str, dest: Path) -> Path:
     shutil.copytree(Path(tinytorch.__file__).parent, dest, ignore=shutil.ignore_patterns('__pycache__'))
     (dest / Path(*module.split('.')).with_suffix('.py')).write_text('"The graded module: not available while grading."\n')
     return dest
+
+# %% ../../nbs/93s_grading_inputs.ipynb #own-module
+def own_module_sandbox(sandbox: Sandbox | None, module: str, submission: dict, work: Path) -> Sandbox | None:
+    """`sandbox` showing `submission`'s exported cells (written into `work`) in place of the stub of the graded
+    `module` (e.g. `core.embeddings`); None when there is no sandbox."""
+    if sandbox is None:
+        return None
+    own = work / 'own_module.py'
+    own.write_text(export_source(export_cells(submission)), encoding='utf-8')
+    os.chmod(own, 0o644)                     # read in the sandbox by the run's user id
+    return replace(sandbox, own_module=(own, Path(*module.split('.')).with_suffix('.py')))

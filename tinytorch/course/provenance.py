@@ -23,8 +23,8 @@ from .vocabulary import CourseLayout, atomic_write, closed_regions, read_csv_lin
 
 # %% auto #0
 __all__ = ['Refused', 'link_reason', 'links_under', 'read_no_follow', 'copy_no_follow', 'solution_regions', 'copied_reasons',
-           'notebook_digest', 'read_cleared', 'clear_submissions', 'latest_change', 'inbound_problems', 'Receipt',
-           'read_receipts', 'record_receipt']
+           'notebook_digest', 'read_cleared', 'clear_submissions', 'is_cleared', 'latest_change', 'inbound_problems',
+           'Receipt', 'read_receipts', 'record_receipt']
 
 # %% ../../nbs/93o_provenance.ipynb #links
 class Refused(Exception):
@@ -184,6 +184,12 @@ def clear_submissions(course_dir, assignment: str, digests: dict) -> Path:
         w.writerow(['student', 'sha256', 'cleared_at'])
         w.writerows(csv_row([s, *rows[s]]) for s in sorted(rows))
     return path
+
+# %% ../../nbs/93o_provenance.ipynb #is-cleared
+def is_cleared(cleared: dict, student: str, path) -> bool:
+    """Did you clear (`--clear`) this very notebook of `student`? `cleared`: `read_cleared`'s. A cleared notebook whose
+    exported code does not import outside the notebook counts nbgrader's points (`93r_recheck_run`)."""
+    return student in cleared and cleared[student] == notebook_digest(Path(path).read_bytes())
 
 # %% ../../nbs/93o_provenance.ipynb #receipts
 def latest_change(folder) -> datetime:

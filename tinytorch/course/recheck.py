@@ -21,10 +21,12 @@ from pathlib import Path
 
 from .vocabulary import hidden_line_numbers
 from .nbtests import NotebookRun, NotebookTestError, cells_needed
+from .notebooks import cell_source, is_exported
 
 # %% auto #0
-__all__ = ['RESULTS_FORMAT', 'load_export', 'recheck_program', 'run_program', 'RecheckFailed', 'new_token', 'write_results',
-           'RecheckResult', 'read_results', 'recheck_command', 'recheck_input', 'main']
+__all__ = ['EXPORT_HEADER', 'RESULTS_FORMAT', 'load_export', 'export_cells', 'export_source', 'export_cell_at', 'recheck_program',
+           'run_program', 'import_words', 'RecheckFailed', 'new_token', 'write_results', 'RecheckResult',
+           'read_results', 'recheck_command', 'recheck_input', 'main']
 
 # %% ../../nbs/93a_recheck.ipynb #load
 def load_export(module_name: str, path) -> object:
@@ -45,6 +47,30 @@ def load_export(module_name: str, path) -> object:
         raise
     setattr(sys.modules[parent], child, module)
     return module
+
+# %% ../../nbs/93a_recheck.ipynb #export-cells
+EXPORT_HEADER = '# exported from a student submission by tinytorch grade\n\n'
+
+def export_cells(nb: dict) -> list:
+    "(cell id, code) of each `#| export` code cell of `nb`, in order, its `#|` lines removed."
+    return [(cell.get('id'), '\n'.join(l for l in cell_source(cell).splitlines() if not l.startswith('#|')))
+            for cell in nb['cells'] if cell['cell_type'] == 'code' and is_exported(cell)]
+
+# %% ../../nbs/93a_recheck.ipynb #export-source
+def export_source(cells: list) -> str:
+    "The module of `export_cells`' `cells`, as `nbdev-export` would write it: a header line, then the cells."
+    return EXPORT_HEADER + '\n\n'.join(code for _, code in cells) + '\n'
+
+# %% ../../nbs/93a_recheck.ipynb #export-cell-at
+def export_cell_at(cells: list, line: int | None) -> str | None:
+    "The id of the cell that line `line` of `export_source(cells)` comes from; None for the header or no line."
+    start = EXPORT_HEADER.count('\n') + 1
+    for cell_id, code in cells:
+        end = start + len(code.split('\n'))
+        if line is not None and start <= line < end:
+            return cell_id
+        start = end + 1                        # the blank line between two cells
+    return None
 
 # %% ../../nbs/93a_recheck.ipynb #verdict
 def _verdict(error: BaseException) -> str:
@@ -97,14 +123,14 @@ def _raised_on(error: BaseException, filename: str) -> int | None:
 
 # %% ../../nbs/93a_recheck.ipynb #run-program
 def run_program(program: dict, export, cell_timeout: int) -> dict:
-    """`{'import_error', 'parts': {name: None (passed) or its error's first line}, 'hidden': [names]}`: the program's
+    """`{'import_error', ['import_line',] 'parts': {name: None (passed) or its error's first line}, 'hidden': [names]}`: the program's
     cells run against the student's `export`, at most `cell_timeout` seconds each (see `recheck_program`)."""
     if type(cell_timeout) is not int or cell_timeout < 1:
         raise ValueError(f"cell_timeout={cell_timeout!r}: expected a whole number of seconds, at least 1")
     try:
         module = load_export(program['module'], export)
-    except BaseException as e:          # the student's code does not even import
-        return {'import_error': _verdict(e), 'parts': {}, 'hidden': []}
+    except BaseException as e:          # the student's code does not even import: say where, for `export_cell_at`
+        return {'import_error': _verdict(e), 'import_line': _raised_on(e, str(export)), 'parts': {}, 'hidden': []}
     namespace = {'__name__': '__notebook_test__', **{k: v for k, v in vars(module).items() if not k.startswith('__')}}
     parts, hidden = {}, []
     for i, cell in enumerate(program['cells']):
@@ -123,6 +149,23 @@ def run_program(program: dict, export, cell_timeout: int) -> dict:
             if error is not None and _raised_on(error, filename) in hidden_line_numbers(cell['source']):
                 hidden.append(cell['name'])
     return {'import_error': None, 'parts': parts, 'hidden': hidden}
+
+# %% ../../nbs/93a_recheck.ipynb #import-words
+_MISSING_MODULE = re.compile(r"(ModuleNotFoundError|ImportError): No module named '([A-Za-z_][\w.]{0,99})'")
+_ERROR_TYPE = re.compile(r"[A-Za-z_]\w{0,63}")
+_CELL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")       # nbformat's cell ids
+
+def import_words(error: str | None, cell_id) -> str | None:
+    """Why the export does not import, in the grader's words: the module it misses (else only the error's type) and
+    the export cell it was raised in; None when there was no error."""
+    if error is None:
+        return None
+    missing, kind = _MISSING_MODULE.fullmatch(error), error.split(':', 1)[0]
+    said = (f"{missing[1]}: No module named {missing[2]!r}" if missing
+            else kind if _ERROR_TYPE.fullmatch(kind) else 'an error')
+    if cell_id is None:
+        return said
+    return f"{said}, in export cell {cell_id!r}" if _CELL_ID.fullmatch(str(cell_id)) else f"{said}, in an export cell"
 
 # %% ../../nbs/93a_recheck.ipynb #results
 RESULTS_FORMAT = 'tinytorch-recheck/2'
@@ -157,6 +200,8 @@ class RecheckResult:
     hidden: frozenset = frozenset()
     tampered: bool = False           # it reported a check built to fail as passed (set by the grader)
     said_by_grader: bool = False     # `import_error` is the grader's own words (a syntax error it found)
+    import_line: int | None = None   # the line of the export where the import failed, when on one of its lines
+    import_words: str | None = None  # set by the grader: why it does not import, in words a student may read
 
     def passed(self, grade_id: str) -> bool:
         "Did part `grade_id` pass the re-check (its visible and its hidden tests)?"
@@ -192,8 +237,11 @@ def read_results(path, token: str, parts) -> RecheckResult:
     expected = set() if import_error is not None else set(parts)
     if set(errors) != expected or not set(hidden) <= expected:
         raise RecheckFailed(f"the re-check's results file does not name exactly the graded parts {sorted(expected)}")
+    line = data.get('import_line')
+    if not (line is None or type(line) is int):
+        raise RecheckFailed("the re-check's results file holds values of the wrong type")
     cut = lambda text: text if text is None else text[:500]
-    return RecheckResult(cut(import_error), {k: cut(v) for k, v in errors.items()}, frozenset(hidden))
+    return RecheckResult(cut(import_error), {k: cut(v) for k, v in errors.items()}, frozenset(hidden), import_line=line)
 
 # %% ../../nbs/93a_recheck.ipynb #token
 _TOKEN = re.compile(r'^[0-9a-f]{32}$')

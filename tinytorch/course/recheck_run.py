@@ -11,21 +11,18 @@ from pathlib import Path
 
 from .grade_table import StudentResult
 from .limits import Limits, describe_usage, limit_hits, limit_kind, limit_reason
-from .notebooks import cell_source, is_exported, read_nb
+from .notebooks import read_nb
 from .recheck import RecheckFailed, RecheckResult, new_token, read_results, recheck_command, recheck_input
+from .recheck import export_cell_at, export_cells, export_source, import_words
 from .sandbox import Sandbox, run_isolated, was_killed
 
 # %% auto #0
-__all__ = ['exported_source', 'recheck_submission', 'apply_recheck', 'stopped_by_limit', 'flag_limit_hits']
+__all__ = ['NOT_IMPORTED', 'exported_source', 'recheck_submission', 'apply_recheck', 'stopped_by_limit', 'flag_limit_hits']
 
 # %% ../../nbs/93r_recheck_run.ipynb #second
 def exported_source(nb: dict) -> str:
     "The concatenated `#| export` cells of a notebook, directives removed: the module nbdev would write."
-    parts = []
-    for cell in nb['cells']:
-        if cell['cell_type'] == 'code' and is_exported(cell):
-            parts.append('\n'.join(l for l in cell_source(cell).splitlines() if not l.startswith('#|')))
-    return '# exported from a student submission by tinytorch grade\n\n' + '\n\n'.join(parts) + '\n'
+    return export_source(export_cells(nb))
 
 # %% ../../nbs/93r_recheck_run.ipynb #second-run-helpers
 def _syntax_error(source: str) -> str | None:
@@ -54,13 +51,27 @@ def _failed(message: str, note: str | None = None) -> RecheckFailed:
     error.note = note
     return error
 
+# %% ../../nbs/93r_recheck_run.ipynb #import-probe
+def _import_probe(export: Path, module: str, workdir: Path, cell_timeout: int, wall_seconds: float, uid: int | None,
+                  sandbox: Sandbox | None, limits: Limits | None) -> RecheckResult | None:
+    """The export imported once more, alone, by the re-check's command handed no test cell: whatever its error says came
+    from the student's code, in a process that never held a test. None when it gave no result to trust."""
+    results, token = workdir / 'import-check.json', new_token()
+    run_isolated(recheck_command(export.name, results.name, cell_timeout), workdir, wall_seconds, uid, sandbox,
+                 stdin=recheck_input(token, {'module': module, 'cells': []}), limits=limits)
+    try:
+        return read_results(results, token, [])
+    except RecheckFailed:
+        return None
+
 # %% ../../nbs/93r_recheck_run.ipynb #second-run
 def recheck_submission(submission: dict, program: dict, test_parts: list, workdir: Path, cell_timeout: int,
                        wall_seconds: float, uid: int | None, sandbox: Sandbox | None,
                        limits: Limits | None = None) -> RecheckResult:
     """The re-check's verdicts on `test_parts`: `program`'s test cells (`recheck_program`, hidden tests included) run
     against the student's export in a fresh process whose folder holds only that export, isolated."""
-    source = exported_source(submission)
+    cells = export_cells(submission)
+    source = export_source(cells)
     syntax = _syntax_error(source)
     if syntax:
         return RecheckResult(syntax, {}, said_by_grader=True)
@@ -79,24 +90,41 @@ def recheck_submission(submission: dict, program: dict, test_parts: list, workdi
             raise _failed(f"the re-check exceeded the {wall_seconds:.0f} s wall-clock limit and was killed") from None
         tail = (run.stderr.strip().splitlines() or ['no error output'])[-1][:300]
         raise _failed(str(e), f"the re-check's last words (exit {run.returncode}): {tail}") from None
+    if verdicts.import_error is not None:           # in words a student may read: from a run that held no test
+        probe = _import_probe(export, program['module'], workdir, cell_timeout, wall_seconds, uid, sandbox, limits)
+        if probe is not None:
+            verdicts = replace(verdicts, import_words=import_words(probe.import_error,
+                                                                   export_cell_at(cells, probe.import_line)))
     errors = {k: v for k, v in verdicts.errors.items() if k != canary}
     return replace(verdicts, errors=errors, hidden=verdicts.hidden - {canary},
                    tampered=verdicts.import_error is None and verdicts.errors[canary] is None)
 
+# %% ../../nbs/93r_recheck_run.ipynb #not-imported
+NOT_IMPORTED = "the student's exported code does not import outside the notebook"
+
 # %% ../../nbs/93r_recheck_run.ipynb #checks-recheck
-def apply_recheck(result: StudentResult, verdicts: RecheckResult):
+def apply_recheck(result: StudentResult, verdicts: RecheckResult, cleared: bool = False):
     """Record the re-check's points on each code part: a part whose visible tests passed in nbgrader and whose hidden
     test failed in the re-check scores 0 (`hidden_failed`); any other disagreement with nbgrader is flagged. The
-    re-check's own texts go to the instructor's notes only."""
+    re-check's own texts go to the instructor's notes only. An export that does not import scores 0 and is flagged,
+    unless you `cleared` this notebook: then nbgrader's points stand."""
     tests = [p for p in result.parts.values() if p.kind == 'test']
     for part in tests:
         part.recheck_points = part.max_points if verdicts.passed(part.grade_id) else 0.0
     if verdicts.import_error:
-        said = f" ({verdicts.import_error})" if verdicts.said_by_grader else ''
-        result.flags.append(f"the student's exported code does not import outside the notebook{said}; the re-check "
-                            "scores it 0")
+        said = verdicts.import_error if verdicts.said_by_grader else verdicts.import_words
+        said = f" ({said})" if said else ''
         if not verdicts.said_by_grader:
             result.instructor_notes.append(f"the re-check could not import the export: {verdicts.import_error}")
+        if cleared:
+            for part in tests:
+                part.recheck_points = None
+            result.instructor_notes.append(f"cleared by you: {NOT_IMPORTED}{said}; nbgrader's points stand (the "
+                                           "notebook's own tests: the hidden tests could not run)")
+            return
+        result.flags.append(f"{NOT_IMPORTED}{said}; the re-check scores it 0")
+        result.flags.append(f"after looking at the notebook, `tinytorch grade ... --clear {result.student}` counts "
+                            "nbgrader's points for its code parts instead")
         return
     if verdicts.tampered:
         result.flags.append("the re-check reported a check built to fail as passed: the submission's code tampers "

@@ -112,6 +112,7 @@ class Sandbox:
     `/tmp`, no network, its own PID namespace; its work folder is the only place it can write."""
     hidden: tuple = ()            # folders or files never to show, even when they lie in a visible folder
     package: Path | None = None   # mounted read-only over the installed tinytorch package
+    own_module: tuple | None = None   # (file, its path in the package): mounted read-only over that module of `package`
 
     def command(self, workdir: Path, uid: int | None = None, tmp_size: int | None = None) -> list:
         "The bwrap command line (ending in `--`) that runs a program in `workdir`, as `uid` when given (root only)."
@@ -137,6 +138,8 @@ class Sandbox:
         if self.package is not None:
             import tinytorch
             args += ['--ro-bind', str(self.package), str(Path(tinytorch.__file__).parent)]
+            if self.own_module is not None:
+                args += ['--ro-bind', str(self.own_module[0]), str(Path(tinytorch.__file__).parent / self.own_module[1])]
         for path in map(os.path.abspath, self.hidden):
             if os.path.exists(path) and _under(path, (*visible, *_SYSTEM_DIRS)):
                 args += ['--tmpfs', path] if os.path.isdir(path) else ['--ro-bind', '/dev/null', path]

@@ -5,13 +5,15 @@
 # %% ../../nbs/90a_selftest.ipynb #imports
 from __future__ import annotations
 
+import subprocess
+import tempfile
 from pathlib import Path
 
 from .nbtests import code_cells
-from .notebooks import read_nb
+from .notebooks import default_exp, read_nb
 
 # %% auto #0
-__all__ = ['KERNEL_ARGS', 'format_report', 'run_notebook_tests']
+__all__ = ['KERNEL_ARGS', 'format_report', 'check_export', 'run_notebook_tests']
 
 # %% ../../nbs/90a_selftest.ipynb #error
 def _cell_error(cell) -> str | None:
@@ -34,6 +36,14 @@ def format_report(report: dict) -> str:
     if report['other_errors']:
         lines.append("  Other cells raised errors (later tests may fail because of them):")
         lines += [f"    cell {e['cell']}: {e['error']}" for e in report['other_errors'][:8]]
+    problem = report.get('export_problem')
+    if problem:
+        lines += ["  Your exported cells do not import outside the notebook, as the grader imports them:",
+                  f"    {problem['words']}" + (f"   (Python: {problem['error']})" if problem['error'] not in problem['words']
+                                                 else ''),
+                  f"  The grader checks every test again against them, so the grade will give "
+                  f"{report['graded_points']:g}/{report['max_points']:g} for the tests until your instructor reviews",
+                  "  your notebook: fix that cell so that it imports, and run this again."]
     lines.append(f"Total: {report['points']:g}/{report['max_points']:g} points from the tests in this notebook"
                  " (hidden tests and written answers are graded by your instructor)")
     return '\n'.join(lines)
@@ -55,9 +65,35 @@ def _executed(path: Path, timeout: int):
     client.execute()
     return nb
 
+# %% ../../nbs/90a_selftest.ipynb #export-check
+def check_export(notebook, timeout: int = 60) -> dict | None:
+    """Import `notebook`'s exported cells as the grader's re-check does, in a fresh process: None when they import (or
+    it exports nothing), else `{'words': the grader's words, 'error': Python's first line}`."""
+    from tinytorch.course import recheck as rc
+    nb = read_nb(notebook)
+    cells, module = rc.export_cells(nb), default_exp(nb)
+    if not cells or not module:
+        return None
+    with tempfile.TemporaryDirectory(prefix='tinytorch-export-') as folder:
+        folder, token = Path(folder), rc.new_token()
+        (folder / 'student_export.py').write_text(rc.export_source(cells), encoding='utf-8')
+        run = subprocess.run(rc.recheck_command('student_export.py', 'results.json', timeout), cwd=folder,
+                             input=rc.recheck_input(token, {'module': f'tinytorch.{module}', 'cells': []}),
+                             capture_output=True, text=True, timeout=timeout + 60)
+        try:
+            result = rc.read_results(folder / 'results.json', token, [])
+        except rc.RecheckFailed:
+            last = (run.stderr.strip().splitlines() or ['no error output'])[-1]
+            return {'words': 'the import did not finish', 'error': last}
+    if result.import_error is None:
+        return None
+    return {'words': rc.import_words(result.import_error, rc.export_cell_at(cells, result.import_line)),
+            'error': result.import_error}
+
 # %% ../../nbs/90a_selftest.ipynb #run
 def run_notebook_tests(notebook, timeout: int = 60) -> dict:
-    "Execute `notebook` in a fresh kernel; per graded test cell: grade_id, points, max_points, error."
+    """Execute `notebook` in a fresh kernel; per graded test cell: grade_id, points, max_points, error. Then import its
+    export as the grader does (`check_export`): `graded_points` is what the grade's tests will give."""
     path = Path(notebook).resolve()
     nb = _executed(path, timeout)
     parts, other_errors = [], []
@@ -68,5 +104,8 @@ def run_notebook_tests(notebook, timeout: int = 60) -> dict:
                           'points': 0.0 if error else cell.points, 'error': error})
         elif error:
             other_errors.append({'cell': cell.cell_id, 'error': error})
-    return {'notebook': str(path), 'parts': parts, 'other_errors': other_errors,
-            'points': sum(p['points'] for p in parts), 'max_points': sum(p['max_points'] for p in parts)}
+    problem = check_export(path, timeout)
+    points = sum(p['points'] for p in parts)
+    return {'notebook': str(path), 'parts': parts, 'other_errors': other_errors, 'points': points,
+            'max_points': sum(p['max_points'] for p in parts), 'export_problem': problem,
+            'graded_points': 0.0 if problem else points}

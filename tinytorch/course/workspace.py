@@ -82,7 +82,7 @@ and the library code this module builds on (its lettered notebooks, e.g. `11b_ro
 
 # %% ../../nbs/91b_workspace.ipynb #workspace-tooling
 WORKSPACE_TOOLING = ('89_errors', '89a_notebooks', '89b_course_vocabulary', '89c_dependencies', '90_nbtests',
-                     '90a_selftest', '92_cli', '92a_demo', '92b_cli_arguments')
+                     '90a_selftest', '93a_recheck', '92_cli', '92a_demo', '92b_cli_arguments')
 
 # %% ../../nbs/91b_workspace.ipynb #workspace-2
 def _strip_hidden_tests(nb: dict) -> dict:
