@@ -57,6 +57,20 @@ MISTAKES = {
         "scatter", "    unique_ids, slot = np.unique(np.ravel(ids), return_inverse=True)\n",
         "    return library_kernels.sum_rows_by_id(ids, rows)\n",
         "test_sum_rows_by_id", ["your sum_rows_by_id called the library's sum_rows_by_id", *DELEGATED], set()),
+    # module 01's plain versions (the Tensor's own row-sparse gradient) are the library's too
+    "sum_rows_by_id delegates to module 01's coalescing": (
+        "scatter", "    unique_ids, slot = np.unique(np.ravel(ids), return_inverse=True)\n",
+        "    from tinytorch.core import tensor\n    return tensor._sum_rows_sorted(np.ravel(ids), rows)\n",
+        "test_sum_rows_by_id", ["your sum_rows_by_id called the library's", *DELEGATED], set()),
+    "scatter_add_rows delegates to module 01's add": (
+        "scatter", "    flat_ids = np.ravel(ids)\n",
+        "    from tinytorch.core import tensor\n"
+        "    return tensor._add_rows_coalesced(np.empty((num_rows,) + rows.shape[1:], rows.dtype), np.ravel(ids), rows, True)\n",
+        "test_scatter_add_rows", ["your scatter_add_rows called the library's", *DELEGATED], set()),
+    "scatter_add_rows delegates to a RowSparseGrad": (
+        "scatter", "    flat_ids = np.ravel(ids)\n",
+        "    return RowSparseGrad((num_rows,) + rows.shape[1:], np.ravel(ids), rows).to_dense()\n",
+        "test_scatter_add_rows", ["your scatter_add_rows called the library's", *DELEGATED], set()),
     "embedding_grad delegates to the library's scatter-add": (
         "embedding-grad", "    return scatter_add_rows(flat_ids, flat_rows, num_rows)",
         "    return library_kernels.scatter_add_rows(flat_ids, flat_rows, num_rows)",
