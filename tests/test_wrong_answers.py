@@ -130,6 +130,20 @@ MISTAKES = {
     "sinusoidal_table left unwritten": (
         "sinusoidal", "    positions = np.arange(max_seq_length, dtype=np.float64)[:, None]", "    raise NotImplementedError()",
         "test_sinusoidal_table", ["NotImplementedError"], set()),
+    # weight tying: the table used by the lookup and by the read-out
+    "tied table: the lookup's share only": (
+        "tie", "    return from_lookup + from_readout.astype(from_lookup.dtype, copy=False)",
+        "    return from_lookup",
+        "test_tied_table_grad", ["that is the lookup's share alone", "the gradients of its two uses add"], set()),
+    "tied table: the padding row left out of the read-out too": (
+        "tie", "    return from_lookup + from_readout.astype(from_lookup.dtype, copy=False)",
+        "    out = from_lookup + from_readout.astype(from_lookup.dtype, copy=False)\n"
+        "    if padding_idx is not None:\n        out[padding_idx] = 0\n    return out",
+        "test_tied_table_grad", ["the padding row got nothing", "the read-out still scores it"], set()),
+    "tied table: the read-out's gradient transposed": (
+        "tie", "d_logits.reshape(-1, num_rows).T @ hidden.reshape(-1, dim)",
+        "hidden.reshape(-1, dim).T @ d_logits.reshape(-1, num_rows)",
+        "test_tied_table_grad", ["raised ValueError", "both shares of the gradient have W's shape (4, 2)"], set()),
     # the gather and the scatter-adds
     "lookup without the id check": (
         "lookup", "    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):\n        first_bad = ids[(ids < 0) | (ids >= vocab_size)].flat[0]\n"
@@ -359,6 +373,14 @@ ALTERNATIVES = {
         pairs = x.reshape(x.shape[:-1] + (-1, 2))
         R = np.stack([np.stack([cos, -sin], -1), np.stack([sin, cos], -1)], -2)
         return np.einsum('...ij,...j->...i', R, pairs).reshape(x.shape).astype(x.dtype, copy=False)
+        """),
+    "tied table with tensordot and np.add.at": ("tie", 0, """
+        flat, rows = np.reshape(ids, -1), d_rows.reshape(-1, d_rows.shape[-1])
+        lead = tuple(range(d_logits.ndim - 1))
+        out = np.tensordot(d_logits, hidden, axes=(lead, lead)).astype(d_rows.dtype)
+        keep = flat != padding_idx
+        np.add.at(out, flat[keep], rows[keep])
+        return out
         """),
     "token + position layer checks the positions first": ("tpe-forward", 0, """
         ids = as_token_ids(input_ids, None)

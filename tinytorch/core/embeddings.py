@@ -25,8 +25,8 @@ _all_ = ['TokenIdError']
 # %% auto #0
 __all__ = ['INIT_TYPES', 'lesson_kernels', 'POSITION_KINDS', 'lookup_rows', 'scatter_add_rows', 'sum_rows_by_id',
            'embedding_grad', 'init_embedding_table', 'as_token_ids', 'LessonKernels', 'Embedding', 'sinusoidal_table',
-           'shift_matrix', 'PositionalEncoding', 'LearnedPositionalEmbedding', 'TokenPositionEmbedding', 'rotate_pairs',
-           'RotaryPositionalEmbedding', 'TokenIdError']
+           'shift_matrix', 'PositionalEncoding', 'LearnedPositionalEmbedding', 'TokenPositionEmbedding',
+           'tied_table_grad', 'rotate_pairs', 'RotaryPositionalEmbedding', 'TokenIdError']
 
 # %% ../../nbs/11_embeddings.ipynb #lookup
 def lookup_rows(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -384,6 +384,24 @@ class TokenPositionEmbedding(_TokenPositionLayers):
             x = x * math.sqrt(self.embedding_dim)
         return self.positions(x, inplace=True, start_pos=start) if self.positions is not None else x
         ### END SOLUTION
+
+# %% ../../nbs/11_embeddings.ipynb #tie
+def tied_table_grad(ids: np.ndarray, d_rows: np.ndarray, hidden: np.ndarray, d_logits: np.ndarray,
+                    padding_idx: Optional[int] = None) -> np.ndarray:
+    """The loss's gradient with respect to a table `W` (vocab_size, dim) used twice: by the lookup
+    `rows = W[ids]` and by the read-out `logits = hidden @ Wᵀ`.
+
+    ids: integers of any shape; d_rows (*ids.shape, dim): the gradient at `rows`; hidden (..., dim) and
+    d_logits (..., vocab_size): the read-out's input and the gradient at its output.
+    TODO, the contract: a dense (vocab_size, dim) array in d_rows' dtype; the lookup's positions of
+    `padding_idx` add nothing (as in `embedding_grad`), but the padding id is still a class the read-out scores.
+    """
+    ### BEGIN SOLUTION
+    num_rows, dim = d_logits.shape[-1], hidden.shape[-1]
+    from_lookup = embedding_grad(ids, d_rows, num_rows, padding_idx)              # (vocab, dim)
+    from_readout = d_logits.reshape(-1, num_rows).T @ hidden.reshape(-1, dim)     # (vocab, dim)
+    return from_lookup + from_readout.astype(from_lookup.dtype, copy=False)
+    ### END SOLUTION
 
 # %% ../../nbs/11_embeddings.ipynb #rope
 def rotate_pairs(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
