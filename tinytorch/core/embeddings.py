@@ -123,15 +123,10 @@ def init_embedding_table(vocab_size: int, embedding_dim: int, init_type: str = '
 def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
     """Integer ndarray of `ids` (Tensor, list, tuple or ndarray), every id in `[0, vocab_size)`.
 
-    TODO:
-    1. Take `.data` from a Tensor; refuse a `str` (text must be tokenized first) with TypeError.
-    2. Convert to an array. An *empty* list or tuple becomes an empty int64 array
-       (NumPy would make it float64).
-    3. Refuse every non-integer dtype (float — even 2.0 —, bool, complex, object, strings) with a
-       TypeError that names the dtype (`arr.dtype.kind` is 'i' or 'u' for integers).
-    4. If `vocab_size` is None, return the array now (the caller checks the range).
-    5. If any id is negative or >= vocab_size raise `TokenIdError` (not a plain ValueError)
-       naming the first offending id and the valid range.
+    TODO, the contract: the result holds exactly the ids given, in their shape (an empty list or
+    tuple gives an empty int64 array); input that is not integers already (text, floats even when
+    whole, bools, complex, objects) raises TypeError naming what it got; an id outside the range raises
+    TokenIdError naming the first such id and the range; vocab_size=None checks the type only.
     """
     ### BEGIN SOLUTION
     if isinstance(ids, Tensor):

@@ -84,6 +84,8 @@ def _accepted(call, what: str, why: str):
         return call()
     except AssertionError:
         raise
+    except NotImplementedError:
+        raise AssertionError(f"{what}: not written yet (it raised NotImplementedError)") from None
     except Exception as e:
         raise AssertionError(f"{what} raised {type(e).__name__}({e}): {why}") from None
 
