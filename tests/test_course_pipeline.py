@@ -158,7 +158,7 @@ def test_release_has_no_solutions_or_hidden_tests(released):
     assert "BEGIN HIDDEN TESTS" not in text and "### BEGIN SOLUTION" not in text
     regions = sum("".join(c["source"]).count("### BEGIN SOLUTION") for c in json.loads(SOURCE.read_text())["cells"]
                   if (c["metadata"].get("nbgrader") or {}).get("solution") and c["cell_type"] == "code")
-    assert text.count("raise NotImplementedError()") == regions == 11
+    assert text.count("raise NotImplementedError()") == regions == 12
 
 
 def test_a_short_submission_leaves_out_only_the_demonstrations(released):

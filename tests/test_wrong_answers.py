@@ -57,6 +57,20 @@ MISTAKES = {
         "scatter", "    unique_ids, slot = np.unique(np.ravel(ids), return_inverse=True)\n",
         "    return library_kernels.sum_rows_by_id(ids, rows)\n",
         "test_sum_rows_by_id", ["your sum_rows_by_id called the library's sum_rows_by_id", *DELEGATED], set()),
+    # module 01's plain versions (the Tensor's own row-sparse gradient) are the library's too
+    "sum_rows_by_id delegates to module 01's coalescing": (
+        "scatter", "    unique_ids, slot = np.unique(np.ravel(ids), return_inverse=True)\n",
+        "    from tinytorch.core import tensor\n    return tensor._sum_rows_sorted(np.ravel(ids), rows)\n",
+        "test_sum_rows_by_id", ["your sum_rows_by_id called the library's", *DELEGATED], set()),
+    "scatter_add_rows delegates to module 01's add": (
+        "scatter", "    flat_ids = np.ravel(ids)\n",
+        "    from tinytorch.core import tensor\n"
+        "    return tensor._add_rows_coalesced(np.empty((num_rows,) + rows.shape[1:], rows.dtype), np.ravel(ids), rows, True)\n",
+        "test_scatter_add_rows", ["your scatter_add_rows called the library's", *DELEGATED], set()),
+    "scatter_add_rows delegates to a RowSparseGrad": (
+        "scatter", "    flat_ids = np.ravel(ids)\n",
+        "    return RowSparseGrad((num_rows,) + rows.shape[1:], np.ravel(ids), rows).to_dense()\n",
+        "test_scatter_add_rows", ["your scatter_add_rows called the library's", *DELEGATED], set()),
     "embedding_grad delegates to the library's scatter-add": (
         "embedding-grad", "    return scatter_add_rows(flat_ids, flat_rows, num_rows)",
         "    return library_kernels.scatter_add_rows(flat_ids, flat_rows, num_rows)",
@@ -64,7 +78,7 @@ MISTAKES = {
     # as_token_ids: one mistake per step of its TODO
     "negative ids accepted": (
         "as-ids", "if ids.min() < 0 or ids.max() >= vocab_size:", "if ids.max() >= vocab_size:",
-        "test_as_token_ids", ["step 5, as_token_ids([-1], 5) returned array([-1])", "expected TokenIdError"], set()),
+        "test_as_token_ids", ["as_token_ids([-1], 5) returned array([-1])", "expected TokenIdError"], set()),
     "plain ValueError for a bad id": (
         "as-ids", "raise TokenIdError(f\"token id", "raise ValueError(f\"token id",
         "test_as_token_ids", ["raised ValueError", "expected TokenIdError"], set()),
@@ -73,20 +87,20 @@ MISTAKES = {
         "test_as_token_ids", ["as_token_ids(Tensor([[0, 4]]), 5)"], set()),
     "empty list left float64": (
         "as-ids", "    if was_sequence and ids.size == 0:\n        ids = ids.astype(np.int64)                  # np.asarray([]) is float64\n", "",
-        "test_as_token_ids", ["step 2, as_token_ids([], 5) raised TypeError", "an empty list or tuple becomes an empty int64 array"], set()),
+        "test_as_token_ids", ["as_token_ids([], 5) raised TypeError", "an empty list or tuple becomes an empty int64 array"], set()),
     "unsigned ids refused": (
         "as-ids", "if ids.dtype.kind not in ('i', 'u'):", "if ids.dtype.kind != 'i':",
-        "test_as_token_ids", ["step 3, as_token_ids(uint8 [4], 5) raised TypeError", "unsigned integers are integers too"], set()),
+        "test_as_token_ids", ["as_token_ids(uint8 [4], 5) raised TypeError", "unsigned integers are integers too"], set()),
     "only float ids refused (bool passes)": (
         "as-ids", "if ids.dtype.kind not in ('i', 'u'):", "if ids.dtype.kind == 'f':",
-        "test_as_token_ids", ["step 3, as_token_ids([True, False], 5) returned", "expected TypeError"], set()),
+        "test_as_token_ids", ["as_token_ids([True, False], 5) returned", "expected TypeError"], set()),
     "float ids truncated instead of refused": (
         "as-ids", "if ids.dtype.kind not in ('i', 'u'):", "if ids.dtype.kind == 'f':\n        ids = ids.astype(np.int64)\n    if ids.dtype.kind not in ('i', 'u'):",
-        "test_as_token_ids", ["step 3, as_token_ids([1.0, 2.0], 5) returned", "expected TypeError"], set()),
+        "test_as_token_ids", ["as_token_ids([1.0, 2.0], 5) returned", "expected TypeError"], set()),
     "vocab_size=None skips the type check too": (
         "as-ids", "    was_sequence = isinstance(ids, (list, tuple))\n",
         "    was_sequence = isinstance(ids, (list, tuple))\n    if vocab_size is None:\n        return np.asarray(ids)\n",
-        "test_as_token_ids", ["step 4, as_token_ids([0.5], None) returned", "expected TypeError"], set()),
+        "test_as_token_ids", ["as_token_ids([0.5], None) returned", "expected TypeError"], set()),
     # init_embedding_table
     "float64 table": (
         "init", "table = rng.random(shape, dtype=np.float32)", "table = rng.random(shape)",
@@ -109,13 +123,31 @@ MISTAKES = {
     # a part left unwritten costs that part only: other parts' tests stand in right versions for it
     "as_token_ids left unwritten": (
         "as-ids", "    if isinstance(ids, Tensor):\n        ids = ids.data\n", "    raise NotImplementedError()\n",
-        "test_as_token_ids", ["NotImplementedError"], set()),
+        "test_as_token_ids", ["not written yet", "NotImplementedError"], set()),
     "init_embedding_table left unwritten": (
         "init", "    shape = (vocab_size, embedding_dim)\n", "    raise NotImplementedError()\n",
         "test_init_embedding_table", ["NotImplementedError"], set()),
+    "sinusoid frequencies with exponent -i/dim": (
+        "sinusoidal", "freqs = base ** (-np.arange(0, embedding_dim, 2, dtype=np.float64) / embedding_dim)",
+        "freqs = base ** (-np.arange((embedding_dim + 1) // 2, dtype=np.float64) / embedding_dim)",
+        "test_sinusoidal_table", ["these are sinusoids of ω_i = 10000^(-i/dim)"], set()),
     "sinusoidal_table left unwritten": (
         "sinusoidal", "    positions = np.arange(max_seq_length, dtype=np.float64)[:, None]", "    raise NotImplementedError()",
         "test_sinusoidal_table", ["NotImplementedError"], set()),
+    # weight tying: the table used by the lookup and by the read-out
+    "tied table: the lookup's share only": (
+        "tie", "    return from_lookup + from_readout.astype(from_lookup.dtype, copy=False)",
+        "    return from_lookup",
+        "test_tied_table_grad", ["that is the lookup's share alone", "the gradients of its two uses add"], set()),
+    "tied table: the padding row left out of the read-out too": (
+        "tie", "    return from_lookup + from_readout.astype(from_lookup.dtype, copy=False)",
+        "    out = from_lookup + from_readout.astype(from_lookup.dtype, copy=False)\n"
+        "    if padding_idx is not None:\n        out[padding_idx] = 0\n    return out",
+        "test_tied_table_grad", ["the padding row got nothing", "the read-out still scores it"], set()),
+    "tied table: the read-out's gradient transposed": (
+        "tie", "d_logits.reshape(-1, num_rows).T @ hidden.reshape(-1, dim)",
+        "hidden.reshape(-1, dim).T @ d_logits.reshape(-1, num_rows)",
+        "test_tied_table_grad", ["raised ValueError", "both shares of the gradient have W's shape (4, 2)"], set()),
     # the gather and the scatter-adds
     "lookup without the id check": (
         "lookup", "    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):\n        first_bad = ids[(ids < 0) | (ids >= vocab_size)].flat[0]\n"
@@ -345,6 +377,14 @@ ALTERNATIVES = {
         pairs = x.reshape(x.shape[:-1] + (-1, 2))
         R = np.stack([np.stack([cos, -sin], -1), np.stack([sin, cos], -1)], -2)
         return np.einsum('...ij,...j->...i', R, pairs).reshape(x.shape).astype(x.dtype, copy=False)
+        """),
+    "tied table with tensordot and np.add.at": ("tie", 0, """
+        flat, rows = np.reshape(ids, -1), d_rows.reshape(-1, d_rows.shape[-1])
+        lead = tuple(range(d_logits.ndim - 1))
+        out = np.tensordot(d_logits, hidden, axes=(lead, lead)).astype(d_rows.dtype)
+        keep = flat != padding_idx
+        np.add.at(out, flat[keep], rows[keep])
+        return out
         """),
     "token + position layer checks the positions first": ("tpe-forward", 0, """
         ids = as_token_ids(input_ids, None)

@@ -76,18 +76,35 @@ def nearest_neighbours(table: np.ndarray, tokenizer, chars: str, k: int = 5) -> 
 
 # %% ../../nbs/11d_char_model.ipynb #train
 class CharModel:
-    "Token + position embeddings followed by a linear read-out: predicts the next character."
+    """Token + position embeddings followed by a linear read-out: predicts the next character.
+
+    `tie_weights=True`: the read-out's weight is the token table itself (logits = h @ Wᵀ + bias),
+    as in Press & Wolf (2017); the table then gets both gradients."""
 
     def __init__(self, vocab_size: int, embedding_dim: int = 32, max_seq_length: int = 64,
-                 positions: str = 'learned', seed: int = 0, embedding_cls=None):
-        embedding_cls = embedding_cls or TokenPositionEmbedding      # or your own class with the same arguments
+                 positions: str = 'learned', seed: int = 0, embedding_cls=None,
+                 tie_weights: bool = False):
+        embedding_cls = embedding_cls or TokenPositionEmbedding      # or your own class, same arguments
         self.embed = embedding_cls(vocab_size, embedding_dim, max_seq_length=max_seq_length,
                                    positions=positions, seed=seed)
-        self.head = Linear(embedding_dim, vocab_size, seed=seed + 2)
-        self.parameters = self.embed.parameters + self.head.parameters
+        self.tie_weights = bool(tie_weights)
+        if self.tie_weights:
+            self.head = None
+            self.bias = Tensor(np.zeros(vocab_size, np.float32), requires_grad=True)
+            self.parameters = self.embed.parameters + [self.bias]
+        else:
+            self.head = Linear(embedding_dim, vocab_size, seed=seed + 2)
+            self.parameters = self.embed.parameters + self.head.parameters
 
     def __call__(self, ids) -> Tensor:
-        return self.head(self.embed(ids))                       # (batch, seq, vocab) logits
+        h = self.embed(ids)                                     # (batch, seq, dim)
+        if self.tie_weights:
+            return h @ self.embed.tokens.weight.T + self.bias   # (batch, seq, vocab) logits
+        return self.head(h)
+
+    def parameter_count(self) -> int:
+        "Number of trainable numbers (a tied table counts once)."
+        return sum(p.size for p in self.parameters)
 
 # %% ../../nbs/11d_char_model.ipynb #batches
 def _batches(ids: np.ndarray, seq_length: int, batch_size: int, rng):
@@ -108,11 +125,12 @@ def evaluate_loss(model: CharModel, ids: np.ndarray, seq_length: int, batches: i
 # %% ../../nbs/11d_char_model.ipynb #train-loop
 def train_char_model(text: Optional[str] = None, steps: int = 400, seq_length: int = 32, batch_size: int = 32,
                      embedding_dim: int = 32, positions: str = 'learned', lr: float = 0.01, seed: int = 0,
-                     max_seq_length: Optional[int] = None, progress=None, embedding_cls=None) -> dict:
+                     max_seq_length: Optional[int] = None, progress=None, embedding_cls=None,
+                     tie_weights: bool = False) -> dict:
     """Train a `CharModel` with Adam; returns the model, tokenizer, ids, loss history and tables.
 
     `progress(step, loss)` is called after every step if given; `embedding_cls` replaces
-    `TokenPositionEmbedding` (pass the class you wrote in the lesson)."""
+    `TokenPositionEmbedding` (pass the class you wrote in the lesson); `tie_weights` as in `CharModel`."""
     steps = check_positive_int('steps', steps)
     text = default_text() if text is None else text
     tokenizer = CharTokenizer()
@@ -121,7 +139,7 @@ def train_char_model(text: Optional[str] = None, steps: int = 400, seq_length: i
     if len(ids) < seq_length + 2:
         raise ValueError(f"the text has {len(ids)} characters; training needs more than {seq_length + 1}")
     model = CharModel(tokenizer.vocab_size, embedding_dim, max_seq_length or seq_length, positions, seed,
-                      embedding_cls)
+                      embedding_cls, tie_weights)
     optimizer = Adam(model.parameters, lr=lr)
     rng = np.random.default_rng(seed)
     initial_table = model.embed.tokens.weight.data.copy()

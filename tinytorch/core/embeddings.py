@@ -12,21 +12,21 @@ from typing import Dict, List, Optional, Union
 import numpy as np
 
 from . import row_kernels as library_kernels   # the layer's default kernels
-from .row_kernels import TokenIdError, withheld  # withheld(...): no library kernels inside
+from .row_kernels import TokenIdError
 from .tensor import RowSparseGrad, Tensor, unbroadcast
 from .nn import check_positive_int
 from .lesson_support import (KERNEL_NAMES, _EmbeddingTable, _add_positions, _as_text, _configure,  # given, in 11e
                                            _check_sequence_input, _first_difference, _position_start, _standing_in,
                                            _accepted, _DrawRecorder, _refuses, _without_id,
-                                           plot_encoding, visualize_encoding)
+                                           plot_encoding, visualize_encoding, withheld)
 
 _all_ = ['TokenIdError']
 
 # %% auto #0
 __all__ = ['INIT_TYPES', 'lesson_kernels', 'POSITION_KINDS', 'lookup_rows', 'scatter_add_rows', 'sum_rows_by_id',
            'embedding_grad', 'init_embedding_table', 'as_token_ids', 'LessonKernels', 'Embedding', 'sinusoidal_table',
-           'shift_matrix', 'PositionalEncoding', 'LearnedPositionalEmbedding', 'TokenPositionEmbedding', 'rotate_pairs',
-           'RotaryPositionalEmbedding', 'TokenIdError']
+           'shift_matrix', 'PositionalEncoding', 'LearnedPositionalEmbedding', 'TokenPositionEmbedding',
+           'tied_table_grad', 'rotate_pairs', 'RotaryPositionalEmbedding', 'TokenIdError']
 
 # %% ../../nbs/11_embeddings.ipynb #lookup
 def lookup_rows(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -123,15 +123,10 @@ def init_embedding_table(vocab_size: int, embedding_dim: int, init_type: str = '
 def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
     """Integer ndarray of `ids` (Tensor, list, tuple or ndarray), every id in `[0, vocab_size)`.
 
-    TODO:
-    1. Take `.data` from a Tensor; refuse a `str` (text must be tokenized first) with TypeError.
-    2. Convert to an array. An *empty* list or tuple becomes an empty int64 array
-       (NumPy would make it float64).
-    3. Refuse every non-integer dtype (float — even 2.0 —, bool, complex, object, strings) with a
-       TypeError that names the dtype (`arr.dtype.kind` is 'i' or 'u' for integers).
-    4. If `vocab_size` is None, return the array now (the caller checks the range).
-    5. If any id is negative or >= vocab_size raise `TokenIdError` (not a plain ValueError)
-       naming the first offending id and the valid range.
+    TODO, the contract: the result holds exactly the ids given, in their shape (an empty list or
+    tuple gives an empty int64 array); input that is not integers already (text, floats even when
+    whole, bools, complex, objects) raises TypeError naming what it got; an id outside the range raises
+    TokenIdError naming the first such id and the range; vocab_size=None checks the type only.
     """
     ### BEGIN SOLUTION
     if isinstance(ids, Tensor):
@@ -384,6 +379,24 @@ class TokenPositionEmbedding(_TokenPositionLayers):
             x = x * math.sqrt(self.embedding_dim)
         return self.positions(x, inplace=True, start_pos=start) if self.positions is not None else x
         ### END SOLUTION
+
+# %% ../../nbs/11_embeddings.ipynb #tie
+def tied_table_grad(ids: np.ndarray, d_rows: np.ndarray, hidden: np.ndarray, d_logits: np.ndarray,
+                    padding_idx: Optional[int] = None) -> np.ndarray:
+    """The loss's gradient with respect to a table `W` (vocab_size, dim) used twice: by the lookup
+    `rows = W[ids]` and by the read-out `logits = hidden @ Wᵀ`.
+
+    ids: integers of any shape; d_rows (*ids.shape, dim): the gradient at `rows`; hidden (..., dim) and
+    d_logits (..., vocab_size): the read-out's input and the gradient at its output.
+    TODO, the contract: a dense (vocab_size, dim) array in d_rows' dtype; the lookup's positions of
+    `padding_idx` add nothing (as in `embedding_grad`), but the padding id is still a class the read-out scores.
+    """
+    ### BEGIN SOLUTION
+    num_rows, dim = d_logits.shape[-1], hidden.shape[-1]
+    from_lookup = embedding_grad(ids, d_rows, num_rows, padding_idx)              # (vocab, dim)
+    from_readout = d_logits.reshape(-1, num_rows).T @ hidden.reshape(-1, dim)     # (vocab, dim)
+    return from_lookup + from_readout.astype(from_lookup.dtype, copy=False)
+    ### END SOLUTION
 
 # %% ../../nbs/11_embeddings.ipynb #rope
 def rotate_pairs(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:

@@ -9,8 +9,8 @@ import contextlib
 import numpy as np
 
 # %% auto #0
-__all__ = ['is_grad_enabled', 'no_grad', 'unbroadcast', 'Tensor', 'check_skip', 'RowSparseGrad', 'accumulate_grad',
-           'cross_entropy']
+__all__ = ['is_grad_enabled', 'no_grad', 'unbroadcast', 'Tensor', 'LibraryCodeWithheld', 'withheld', 'check_skip',
+           'RowSparseGrad', 'accumulate_grad', 'cross_entropy']
 
 # %% ../../nbs/01_tensor.ipynb #grad-mode
 _grad_enabled = True
@@ -117,20 +117,47 @@ def _leave_out(ids: np.ndarray, rows: np.ndarray, skip) -> tuple:
     keep = ids != skip
     return ids[keep], rows[keep]
 
-def _sum_rows_simple(ids: np.ndarray, rows: np.ndarray, skip=None):
-    "Distinct sorted `ids` (`skip` left out) and the sum of `rows` at each: the plain definition, with `np.add.at`."
-    ids, rows = _leave_out(ids, rows, skip)
-    unique, inverse = np.unique(ids, return_inverse=True)
-    summed = np.zeros((len(unique),) + rows.shape[1:], rows.dtype)
-    np.add.at(summed, inverse.reshape(-1), rows)
-    return unique, summed
+class LibraryCodeWithheld(RuntimeError):
+    "A row kernel of this module was called while `withheld(...)` held it back (a graded exercise's test)."
 
-def _add_rows_simple(dense: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False, skip=None) -> np.ndarray:
-    """`dense[ids[j]] += rows[j]` for every j with `ids[j] != skip`, duplicates included: the plain definition,
-    with `np.add.at`. `fresh=True`: `dense` is uninitialised memory, to be zeroed first."""
+_withheld_for = None          # the exercise being graded, while `withheld` is active
+
+@contextlib.contextmanager
+def withheld(exercise: str):
+    "While active, the default row kernels below refuse to run, naming `exercise`. Nests."
+    global _withheld_for
+    previous, _withheld_for = _withheld_for, str(exercise)
+    try:
+        yield
+    finally:
+        _withheld_for = previous
+
+def _refuse_if_withheld(kernel: str):
+    if _withheld_for is not None:
+        raise LibraryCodeWithheld(
+            f"your {_withheld_for} called the library's {kernel} (tinytorch.core.tensor), which is "
+            "withheld while this exercise is graded: the points are for your own code")
+
+def _sum_rows_sorted(ids: np.ndarray, rows: np.ndarray, skip=None):
+    "Distinct sorted `ids` (`skip` left out) and the summed rows of each: one sort, then `np.add.reduceat`."
+    _refuse_if_withheld('_sum_rows_sorted')
+    ids, rows = _leave_out(ids, rows, skip)
+    if ids.size == 0:
+        return ids.copy(), rows.copy()
+    order = np.argsort(ids, kind='stable')
+    ids_sorted = ids[order]
+    starts = np.flatnonzero(np.concatenate(([True], ids_sorted[1:] != ids_sorted[:-1])))
+    return ids_sorted[starts], np.add.reduceat(rows[order], starts, axis=0)
+
+def _add_rows_coalesced(dense: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False,
+                        skip=None) -> np.ndarray:
+    """`dense[ids[j]] += rows[j]` for every j with `ids[j] != skip`, duplicates included: coalesced first,
+    so each row is written once. `fresh=True`: `dense` is uninitialised memory, to be zeroed first."""
+    _refuse_if_withheld('_add_rows_coalesced')
     if fresh:
         dense.fill(0)
-    np.add.at(dense, *_leave_out(ids, rows, skip))
+    unique, summed = _sum_rows_sorted(ids, rows, skip)
+    dense[unique] += summed
     return dense
 
 def check_skip(skip, num_rows: int):
@@ -161,8 +188,8 @@ class RowSparseGrad:
             raise ValueError(f"{ids.size} ids need rows of shape {(ids.size,) + self.shape[1:]}, got {rows.shape}")
         self._parts = [(ids, rows, check_skip(skip, self.shape[0]))]
         self.keep_sparse = bool(keep_sparse)
-        self._sum_rows = sum_rows or _sum_rows_simple
-        self._add_rows = add_rows or _add_rows_simple
+        self._sum_rows = sum_rows or _sum_rows_sorted
+        self._add_rows = add_rows or _add_rows_coalesced
         self._coalesced = None
 
     dtype = property(lambda self: self._parts[0][1].dtype)
