@@ -386,7 +386,7 @@ def tied_table_grad(ids: np.ndarray, d_rows: np.ndarray, hidden: np.ndarray, d_l
     """The loss's gradient with respect to a table `W` (vocab_size, dim) used twice: by the lookup
     `rows = W[ids]` and by the read-out `logits = hidden @ Wᵀ`.
 
-    ids: integers of any shape; d_rows (*ids.shape, dim): the gradient at `rows`; hidden (..., dim) and
+    ids: integers of any shape; d_rows `(*ids.shape, dim)`: the gradient at `rows`; hidden (..., dim) and
     d_logits (..., vocab_size): the read-out's input and the gradient at its output.
     TODO, the contract: a dense (vocab_size, dim) array in d_rows' dtype; the lookup's positions of
     `padding_idx` add nothing (as in `embedding_grad`), but the padding id is still a class the read-out scores.
