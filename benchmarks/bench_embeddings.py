@@ -72,6 +72,7 @@ the default policy, 1.7 ms under PASSIVE; torch 1.4-1.6 ms under both. Pass --om
 ACTIVE (or set the variable yourself) to reproduce the biased comparison.
 """
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -85,7 +86,7 @@ import numpy as np
 
 from tinytorch.core.embeddings import Embedding, PositionalEncoding, TokenPositionEmbedding, sinusoidal_table
 from tinytorch.core.profiling import EmbeddingProfiler, lookup_bytes, copy_functions
-from tinytorch.core.row_kernels import as_token_ids, gather_rows, lookup_rows
+from tinytorch.core.row_kernels import TokenIdError, as_token_ids, gather_rows, lookup_rows
 from tinytorch.core.nn import SGD
 from tinytorch.core.tensor import Tensor, no_grad
 
@@ -485,6 +486,163 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
     return rows
 
 
+# ---------------------------------------------------------------- the grid: idle and busy, NumPy and one thread as peers
+
+GRID = [("10k x 64, 8x16", 10_000, 64, (8, 16)), ("10k x 256, 4x256", 10_000, 256, (4, 256)),
+        ("50k x 256, 32x128", 50_000, 256, (32, 128)), ("10k x 256, 32x256", 10_000, 256, (32, 256)),
+        ("100k x 512, 32x128", 100_000, 512, (32, 128)), ("100k x 1024, 8x2048", 100_000, 1024, (8, 2048)),
+        ("50k x 512, 64x512", 50_000, 512, (64, 512))]
+BURNER = ("import os, time\nparent, t = os.getppid(), time.monotonic()\n"
+          "while os.getppid() == parent and time.monotonic() - t < {limit}:\n    sum(range(10000))\n")
+
+
+class BackgroundLoad:
+    """`n` CPU-bound processes for the busy rounds, stopped on exit, on Ctrl-C and on SIGTERM; each also
+    stops by itself when this process is gone or after `limit` seconds, so none outlives the benchmark."""
+
+    def __init__(self, n, limit=3600):
+        self.n, self.limit, self.procs = n, limit, []
+
+    def __enter__(self):
+        import signal, subprocess, sys
+        self.previous = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        self.procs = [subprocess.Popen([sys.executable, "-c", BURNER.format(limit=self.limit)]) for _ in range(self.n)]
+        time.sleep(0.5)                                       # let the scheduler spread them over the cores
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+        signal.signal(signal.SIGTERM, self.previous)
+        return False
+
+
+def load_other_checkout(path):
+    "The `tinytorch` package of another checkout at `path`, imported as `tinytorch_before` (the code before a change)."
+    import importlib.util, sys
+    root = Path(path) / "tinytorch"
+    spec = importlib.util.spec_from_file_location("tinytorch_before", root / "__init__.py",
+                                                  submodule_search_locations=[str(root)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["tinytorch_before"] = module
+    spec.loader.exec_module(module)
+    return importlib.import_module("tinytorch_before.core.embeddings")
+
+
+def one_thread(fn):
+    "`fn` run with TINYTORCH_NUM_THREADS=1: the same code on the calling thread alone."
+    def run():
+        saved = os.environ.get("TINYTORCH_NUM_THREADS")
+        os.environ["TINYTORCH_NUM_THREADS"] = "1"
+        try:
+            fn()
+        finally:
+            if saved is None:
+                del os.environ["TINYTORCH_NUM_THREADS"]
+            else:
+                os.environ["TINYTORCH_NUM_THREADS"] = saved
+    return run
+
+
+def grid_contenders(vocab, dim, shape, use_torch, before=None):
+    "{operation: {contender: fn}} for one size of the grid, and a set-up that forgets every gradient."
+    rng = np.random.default_rng(0)
+    layer = Embedding(vocab, dim, seed=0)
+    table, ids = layer.weight.data, rng.integers(0, vocab, shape)
+    grad = rng.standard_normal(shape + (dim,), dtype=np.float32)
+    layers = {"ours": layer}
+    if before is not None:
+        layers["before"] = before.Embedding.from_pretrained(table, freeze=False)
+
+    def numpy_forward():                      # what a NumPy user writes: the same check, then table[ids]
+        if ids.size and (ids.min() < 0 or ids.max() >= vocab):
+            raise TokenIdError(f"token id out of range: ids must be in [0, {vocab})")
+        return table[ids]
+    fwd, step = {"NumPy": numpy_forward}, {}
+    for name, lay in layers.items():
+        def forward(lay=lay):
+            with no_grad():
+                lay.forward(ids)
+        def fwd_bwd(lay=lay):
+            lay.forward(ids).backward(grad)
+        fwd[name], fwd[name + ", 1 thread"] = forward, one_thread(forward)
+        step[name], step[name + ", 1 thread"] = fwd_bwd, one_thread(fwd_bwd)
+    if use_torch:
+        t_table, t_ids, t_grad = torch.from_numpy(table), torch.from_numpy(ids), torch.from_numpy(grad)
+        tw = t_table.clone().requires_grad_(True)
+        def torch_forward():
+            with torch.no_grad():
+                F.embedding(t_ids, t_table)
+        fwd["torch"] = torch_forward
+        step["torch"] = lambda: F.embedding(t_ids, tw).backward(t_grad)
+
+    def forget(_=None):
+        for lay in layers.values():
+            lay.weight.grad = None
+        if use_torch:
+            tw.grad = None
+    return {"forward": fwd, "fwd + dense bwd": step}, forget
+
+
+def grid_rounds(n_ids, rounds):
+    "Fewer rounds for the big calls (tens of ms each), at least 15."
+    return max(15, rounds if n_ids <= 8192 else rounds // 2)
+
+
+def bench_grid(rounds, use_torch, loads, busy_processes, before=None, ops=("forward", "fwd + dense bwd")):
+    """Forward and forward + dense backward on GRID, idle and with `busy_processes` CPU-bound
+    processes: every contender once per round in a new random order; medians, and the middle half of
+    the per-round ratios."""
+    rows = []
+    for load in loads:
+        with (BackgroundLoad(busy_processes) if load == "busy" else contextlib.nullcontext()):
+            for label, vocab, dim, shape in GRID:
+                contenders, forget = grid_contenders(vocab, dim, shape, use_torch, before)
+                n_rounds = grid_rounds(int(np.prod(shape)), rounds)
+                for op, fns in contenders.items():
+                    if op not in ops:
+                        continue
+                    samples = interleaved_samples(fns, n_rounds, setup=None if op == "forward" else forget)
+                    med = {name: float(np.median(s)) for name, s in samples.items()}
+                    def paired(a, b):
+                        if a not in samples or b not in samples:
+                            return None
+                        q = np.percentile(np.divide(samples[a], samples[b]), [25, 75])
+                        return [med[a] / med[b], float(q[0]), float(q[1])]
+                    row = {"load": load, "size": label, "vocab": vocab, "dim": dim, "ids": list(shape), "op": op,
+                           "rounds": n_rounds, "ms": med, "loadavg": os.getloadavg()[0]}
+                    for who in ("ours", "before"):
+                        row[who + " / NumPy"] = paired(who, "NumPy") if op == "forward" else None
+                        row[who + " / torch"] = paired(who, "torch")
+                        row[who + " / 1 thread"] = paired(who, who + ", 1 thread")
+                    rows.append(row)
+                    print_grid_row(row)
+    return rows
+
+
+def _ratio(r):
+    return "-" if r is None else f"{r[0]:.2f} ({r[1]:.2f}-{r[2]:.2f})"
+
+
+def print_grid_row(row):
+    ms = row["ms"]
+    torch_ms = f"{ms['torch']:.3f}" if "torch" in ms else "-"
+    numpy_ms = f"{ms['NumPy']:.3f}" if "NumPy" in ms else "-"
+    line = (f"| {row['load']:<4} | {row['size']:<19} | {row['op']:<15} | {ms['ours']:8.3f} | {ms['ours, 1 thread']:8.3f} | "
+            f"{numpy_ms:>8} | {torch_ms:>8} | {_ratio(row['ours / NumPy']):<16} | {_ratio(row['ours / torch']):<16} | "
+            f"{_ratio(row['ours / 1 thread']):<16} |")
+    if "before" in ms:
+        line += (f" {ms['before']:8.3f} | {_ratio(row['before / NumPy']):<16} | {_ratio(row['before / torch']):<16} | "
+                 f"{_ratio(row['before / 1 thread']):<16} |")
+    print(line + f" {row['loadavg']:.1f}", flush=True)
+
+
+GRID_HEADER = ("| load | size (table, ids)   | operation       |  ours ms | 1 thread |  NumPy ms | torch ms | "
+               "ours/NumPy       | ours/torch       | ours/1 thread    |")
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, no details: for development")
@@ -498,6 +656,17 @@ def main():
                         help="THP_MEM_ALLOC_ENABLE=1 for torch's allocator (the stretch comparison)")
     parser.add_argument("--omp-wait-policy", metavar="POLICY", default=None,
                         help="OMP_WAIT_POLICY for torch's threads (default PASSIVE; see the module docstring)")
+    parser.add_argument("--grid", action="store_true",
+                        help="also race the grid of sizes (128 ids to the largest table) idle and busy, with NumPy's "
+                             "table[ids] and our own one-thread path as peers")
+    parser.add_argument("--grid-only", action="store_true", help="the grid alone (no targets, no details)")
+    parser.add_argument("--grid-rounds", type=int, default=40, help="rounds per grid race (half for the big sizes)")
+    parser.add_argument("--grid-ops", default="forward,fwd + dense bwd", help="the grid's operations (comma-separated)")
+    parser.add_argument("--load", default="idle,busy", help="the grid's conditions: idle, busy or both (idle,busy)")
+    parser.add_argument("--busy-processes", type=int, default=os.cpu_count(),
+                        help="CPU-bound processes started for the busy rounds (default: one per core)")
+    parser.add_argument("--before", metavar="CHECKOUT", default=None,
+                        help="another checkout (its tinytorch package) raced in the grid as 'before'")
     parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/embeddings-<time>.json)")
     args = parser.parse_args()
     hot_rounds = args.hot_rounds or (15 if args.quick else 40)
@@ -511,18 +680,29 @@ def main():
         print("PyTorch not available (or --no-torch): printing our numbers only.\n")
     load_start, started = os.getloadavg(), time.perf_counter()
 
+    loads = [x.strip() for x in args.load.split(",") if x.strip()]
+    if set(loads) - {"idle", "busy"} or not loads or args.busy_processes < 1 or args.grid_rounds < 1:
+        parser.error("--load takes idle, busy or idle,busy; --busy-processes and --grid-rounds must be >= 1")
+    before = load_other_checkout(args.before) if args.before else None
     profiler = EmbeddingProfiler(repeats=20)
     bandwidth = profiler.measure_memory_bandwidth(size_mb=256)
-    targets = []
-    for name in names:
+    targets, fixed, grid = [], [], []
+    if args.grid or args.grid_only:
+        print(f"Grid: medians of interleaved rounds; ratio (middle half of the per-round ratios); busy = "
+              f"{args.busy_processes} CPU-bound processes; load average at the end of each race")
+        print(GRID_HEADER + (" before ms | before/NumPy | before/torch | before/1 thread |" if before else "") + " load")
+        grid = bench_grid(args.grid_rounds, use_torch, loads, args.busy_processes, before,
+                          [o.strip() for o in args.grid_ops.split(",")])
+    for name in (names if not args.grid_only else []):
         for pad in (None, PAD_ID):
             targets += bench_targets(name, *CONFIGS[name], hot_rounds, cold_rounds, use_torch, pad)
-    for name in names:
+    for name in (names if not args.grid_only else []):
         for form in ID_FORMS[1:]:                # the other ways users pass ids: padded batches, hot
             targets += bench_targets(name, *CONFIGS[name], hot_rounds, cold_rounds, use_torch, PAD_ID, form, ("hot",))
-    fixed = bench_fixed_cost(10 * hot_rounds, use_torch)
+    if not args.grid_only:
+        fixed = bench_fixed_cost(10 * hot_rounds, use_torch)
     rows = []
-    if not (args.quick or args.no_details):
+    if not (args.quick or args.no_details or args.grid_only):
         for name in names:
             rows += bench_config(name, *CONFIGS[name], args.repeats, bandwidth, use_torch)
     load_end = os.getloadavg()
@@ -541,8 +721,9 @@ def main():
                   f"{os.environ.get('OMP_WAIT_POLICY')}, THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')})"
                   if use_torch else "")
     print(f"numpy {np.__version__}{torch_note}; load average {load_start[0]:.2f} at the start, {load_end[0]:.2f} at the end")
-    print(f"\nTargets: medians of {hot_rounds} hot and {cold_rounds} cold rounds, ratio = ours / torch (lower is better)")
-    print_targets(targets, fixed)
+    if targets:
+        print(f"\nTargets: medians of {hot_rounds} hot and {cold_rounds} cold rounds, ratio = ours / torch (lower is better)")
+        print_targets(targets, fixed)
     if rows:
         print(f"\nDetails (cold-ish: copy contenders in the same rounds). Copy bandwidth (np.copyto, 256 MiB, read+write): "
               f"{bandwidth:.1f} GB/s (one thread {detail['one_thread_gb_s']:.1f}, {detail['threads']} threads "
@@ -560,7 +741,7 @@ def main():
     out = Path(args.out) if args.out else (Path(__file__).parent / "results" /
                                           f"embeddings-{time.strftime('%Y%m%d-%H%M%S')}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"environment": env, "targets": targets, "fixed_cost": fixed, "rows": rows}, indent=1))
+    out.write_text(json.dumps({"environment": env, "targets": targets, "fixed_cost": fixed, "rows": rows, "grid": grid}, indent=1))
     print(f"\nwrote {out} ({env['wall_s']:.0f} s)")
 
 

@@ -750,3 +750,58 @@ def test_a_layer_outside_the_block_keeps_the_fast_path():
     assert K._withheld_for is None
     embed([1]).backward(np.ones((1, 2), np.float32))
     assert embed.weight.grad[1].tolist() == [1, 1]
+
+
+# ---------------------------------------------------------------- a busy machine
+
+def _with_a_held_up_slice(monkeypatch, which):
+    "Make a threaded lookup act as if a helper were held up in task `which` ('last slice', 'check')."
+    real = K.run_parallel
+    def held_up(fn, tasks, threads=None, **options):
+        assert options.get("give_up"), "lookup_rows waited for every helper"
+        held = len(tasks) - 1 if which == "check" else len(tasks) - 2
+        def not_run(*task):                          # that task never runs: its rows stay garbage
+            return None if task == tasks[held] else fn(*task)
+        results = real(not_run, tasks, threads, **options)
+        results[held] = P.UNFINISHED
+        return results
+    monkeypatch.setattr(K, "run_parallel", held_up)
+
+
+@pytest.mark.parametrize("threads", [2], indirect=True)
+@pytest.mark.parametrize("which", ["last slice", "check"])
+def test_lookup_rows_does_not_wait_for_a_held_up_helper(threads, which, monkeypatch):
+    table = np.random.default_rng(0).standard_normal((50, 3), dtype=np.float32)
+    ids = np.random.default_rng(1).integers(0, 50, (4, 60))
+    _with_a_held_up_slice(monkeypatch, which)
+    np.testing.assert_array_equal(lookup_rows(table, ids), table[ids])
+    ids[2, 7] = 50
+    with pytest.raises(TokenIdError, match=r"token id 50 is out of range: .* \[0, 50\)"):
+        lookup_rows(table, ids)
+
+
+@pytest.mark.parametrize("threads", [2], indirect=True)
+def test_a_held_up_helper_writes_only_into_rows_nobody_reads(threads, monkeypatch):
+    table = np.arange(200, dtype=np.float32).reshape(50, 4)
+    ids = np.arange(50)[::-1].copy()
+    writes = []
+    real = K.run_parallel
+    def late_writer(fn, tasks, threads=None, **options):
+        results = real(fn, tasks, threads, **options)
+        a, b = tasks[len(tasks) - 2]             # the last slice: written after the return
+        results[len(tasks) - 2] = P.UNFINISHED
+        writes.append(lambda out: out.reshape(-1, 4)[a:b].fill(-1))
+        return results
+    monkeypatch.setattr(K, "run_parallel", late_writer)
+    seen = {}
+    real_empty = np.empty
+    def remember_first(*args, **kwargs):
+        arr = real_empty(*args, **kwargs)
+        seen.setdefault("first", arr)
+        return arr
+    monkeypatch.setattr(K.np, "empty", remember_first)
+    rows = lookup_rows(table, ids)
+    monkeypatch.setattr(K.np, "empty", real_empty)
+    writes[0](seen["first"])                              # the late helper's write lands now
+    assert rows is not seen["first"]
+    np.testing.assert_array_equal(rows, table[ids])

@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from typing import Dict, Optional, Sequence, Tuple
 
 # %% auto #0
-__all__ = ['PARALLEL_MIN_BYTES', 'worker_count', 'run_parallel', 'parts_for']
+__all__ = ['UNFINISHED', 'PATIENCE_S', 'SOLO_MAX_CALLS', 'PARALLEL_MIN_BYTES', 'worker_count', 'run_parallel', 'parts_for']
 
 # %% ../../nbs/11a_parallel.ipynb #count
 _pool: Dict[str, object] = {}           # this process's helper threads and CPU count
@@ -42,36 +43,49 @@ def _cpu_now():
             _pool['getcpu'] = None
     return _pool['getcpu']() if _pool['getcpu'] else None
 
+class _Unfinished:
+    "The result of a task a helper still runs when `run_parallel(..., give_up=True)` returns."
+    def __repr__(self):
+        return 'UNFINISHED'
+
+UNFINISHED = _Unfinished()
+
 class _Batch:
     "The tasks of one `run_parallel` call; every thread that joins in takes the next task until none is left."
     def __init__(self, fn, tasks):
-        self.fn, self.tasks, self.todo = fn, tasks, iter(range(len(tasks)))
-        self.results, self.error = [None] * len(tasks), None
+        self.fn, self.tasks, self.next = fn, tasks, 0
+        self.results, self.error = [UNFINISHED] * len(tasks), None
         self.lock, self.running, self.waiting = threading.Lock(), 0, False
         self.all_done = threading.Lock()
         self.all_done.acquire()                  # released by the last task to finish once the caller waits
         self.caller_cpu = _cpu_now()
+        self.helped, self.longest = 0, 0.0       # tasks helpers started; caller's longest task (s)
 
-    def work(self):
+    def work(self, caller: bool = False):
+        "Take the next task and run it until none is left; the caller also times its own tasks."
         while True:
             with self.lock:
-                i = next(self.todo, None)
-                if i is None:
+                i = self.next
+                if i >= len(self.tasks):
                     return
-                self.running += 1
+                self.next, self.running = i + 1, self.running + 1
+                self.helped += not caller
+            start = time.perf_counter() if caller else 0.0
             try:
                 self.results[i] = self.fn(*self.tasks[i])
             except BaseException as e:
                 with self.lock:
                     self.error = self.error or e
-                    for _ in self.todo:          # nobody starts another task
-                        pass
+                    self.next = len(self.tasks)  # nobody starts another task
             finally:
+                if caller:
+                    self.longest = max(self.longest, time.perf_counter() - start)
                 with self.lock:
                     self.running -= 1
                     if self.running == 0 and self.waiting:
                         self.all_done.release()
 
+# %% ../../nbs/11a_parallel.ipynb #serve
 def _keep_off(cpu: int, allowed: frozenset) -> bool:
     "Let the calling thread run anywhere in `allowed` but on `cpu`; False if that is impossible."
     try:
@@ -91,6 +105,9 @@ def _serve(batches: queue.SimpleQueue):
         batch.work()
 
 # %% ../../nbs/11a_parallel.ipynb #run-2
+PATIENCE_S = 100e-6      # `give_up`: the caller waits this much longer than its longest task
+SOLO_MAX_CALLS = 16      # `adaptive`: at most this many calls in a row run without helpers
+
 def _helpers(wanted: int) -> Tuple[queue.SimpleQueue, int]:
     "The queue that helper threads serve, and how many of the `wanted` are there (fewer if no thread may start)."
     if 'batches' not in _pool:
@@ -103,34 +120,69 @@ def _helpers(wanted: int) -> Tuple[queue.SimpleQueue, int]:
         _pool['helpers'] += 1
     return _pool['batches'], min(wanted, _pool['helpers'])
 
-def run_parallel(fn, tasks: Sequence[tuple], threads: Optional[int] = None) -> list:
+def _solo_next(backoff: int, helped: int, gave_up: bool) -> int:
+    """After an adaptive call: how many of the next calls run on the calling thread alone (0: none).
+    Helpers that took no task, or one the caller gave up waiting for, did not help: twice as many
+    calls as the last time (2 at first, at most SOLO_MAX_CALLS) go without them; helpers that did
+    help are asked again at once."""
+    return min(SOLO_MAX_CALLS, max(2, 2 * backoff)) if gave_up or not helped else 0
+
+def _run_solo(adaptive: bool) -> bool:
+    "True if this adaptive call is one of the calls that run on the calling thread alone."
+    if adaptive and _pool.get('solo', 0) > 0:
+        _pool['solo'] -= 1
+        return True
+    return False
+
+# %% ../../nbs/11a_parallel.ipynb #run-parallel
+def run_parallel(fn, tasks: Sequence[tuple], threads: Optional[int] = None, give_up: bool = False,
+                 adaptive: bool = False) -> list:
     """`[fn(*t) for t in tasks]`, shared among up to `threads` (default `worker_count()`) threads, this one included.
 
     Each thread takes the next task as soon as it finishes one, so a helper that wakes up late just
     does fewer, and one that wakes after the last task was taken does none and is not waited for.
     Worth it only for work inside NumPy loops that release Python's global lock (`np.take`, fancy
     assignment, arithmetic): those truly run at the same time. The first error is raised, but
-    only after every running task has finished: nothing writes after this returns."""
+    only after every running task has finished: nothing writes after this returns.
+
+    `give_up=True`: once this thread has no task left, it waits for a helper's task at most
+    `PATIENCE_S` longer than its own longest task took; a task still running then (its helper was
+    descheduled by a busy machine) gets the result `UNFINISHED`, and may still be writing after this
+    returns: the caller redoes it somewhere that helper cannot write. `adaptive=True`: when the
+    helpers did not help (took no task, or were given up on), the next calls run on this thread
+    alone for a while (`_solo_next`)."""
     tasks = list(tasks)
     threads = min(worker_count() if threads is None else threads, len(tasks))
-    if threads <= 1:
+    if threads <= 1 or _run_solo(adaptive):
         return [fn(*t) for t in tasks]
     batch = _Batch(fn, tasks)
     batches, helpers = _helpers(threads - 1)
     for _ in range(helpers):
         batches.put(batch)
-    batch.work()                                 # this thread works too, from the first task
+    batch.work(caller=True)                      # this thread works too, from the first task
     with batch.lock:
         batch.waiting = batch.running > 0
+    gave_up = False
     if batch.waiting:
-        batch.all_done.acquire()
-    if batch.error is not None:
-        raise batch.error
-    return batch.results
+        if not give_up:
+            batch.all_done.acquire()
+        elif not batch.all_done.acquire(timeout=batch.longest + PATIENCE_S):
+            with batch.lock:
+                gave_up = batch.running > 0
+    if adaptive:
+        solo = _solo_next(_pool.get('solo_backoff', 0), batch.helped, gave_up)
+        _pool['solo_backoff'] = _pool['solo'] = solo
+    with batch.lock:
+        error, results = batch.error, list(batch.results)
+    if error is not None:
+        raise error
+    return results
 
 # %% ../../nbs/11a_parallel.ipynb #split
 PARALLEL_MIN_BYTES = 1 << 20    # below this much work, handing it to a thread costs more than it saves
 
 def parts_for(n: int, nbytes: int) -> int:
-    "How many threads to use for `n` items totalling `nbytes`."
+    "How many threads to use for `n` items totalling `nbytes` (small jobs: 1, no `worker_count()`)."
+    if n < 2 or nbytes < 2 * PARALLEL_MIN_BYTES:
+        return 1
     return max(1, min(worker_count(), n, nbytes // PARALLEL_MIN_BYTES))

@@ -11,7 +11,7 @@ from typing import List, NamedTuple, Optional
 
 import numpy as np
 
-from .parallel import parts_for, run_parallel
+from .parallel import UNFINISHED, parts_for, run_parallel
 from .tensor import Tensor, check_skip
 
 # %% auto #0
@@ -176,7 +176,7 @@ def _check_rows_out(out: np.ndarray, shape: tuple, dtype, who: str):
     if not out.flags.c_contiguous:
         raise ValueError(f"{who}: out must be C-contiguous (a fresh array, not a strided view)")
 
-_PIECE_BYTES = 1 << 23   # gathers bigger than this are cut in more pieces than threads, so that a late thread does less
+_PIECE_BYTES = 1 << 19   # the least slice of a threaded gather (its last; the first are longer)
 _HEAD_START_BYTES = 3 << 18   # the calling thread's first slice is this much longer: the helpers start later
 
 def _head_start_cuts(n: int, row_bytes: int, pieces: int) -> list:
@@ -184,20 +184,39 @@ def _head_start_cuts(n: int, row_bytes: int, pieces: int) -> list:
     head = min(n // pieces, _HEAD_START_BYTES // max(1, row_bytes)) if pieces > 1 else 0   # rows
     return [0] + [head - (-(n - head) * i // pieces) for i in range(1, pieces + 1)]   # rounded up: earlier slices longer
 
-def _gather(table: np.ndarray, ids: np.ndarray, out: np.ndarray, check=None):
+def _shrinking_cuts(n: int, row_bytes: int, parts: int) -> list:
+    """Where each slice of a gather of `n` rows shared by `parts` threads starts, then n. The first
+    slice (the calling thread's) has a head start; then each slice is half of what is left divided
+    among the threads, down to `_PIECE_BYTES`: a thread that starts late, or is held up, leaves
+    little work to the others, in a few slices."""
+    if parts <= 1:
+        return [0, n]
+    least = max(1, _PIECE_BYTES // max(1, row_bytes))                          # rows
+    cuts = _head_start_cuts(n, row_bytes, parts)[:2]
+    while cuts[-1] < n:
+        left = n - cuts[-1]
+        cuts.append(cuts[-1] + (left if left < 2 * least else max(least, -(-left // (2 * parts)))))
+    return cuts
+
+def _gather(table: np.ndarray, ids: np.ndarray, out: np.ndarray, check=None,
+            give_up: bool = False) -> list:
     """`out[...] = table[ids]` by `np.take` on slices of the ids, shared among the threads; `check()`,
-    if given, is the last task, run by whichever thread is free first."""
+    if given, is the last task, run by whichever thread is free first. Returns the slices `(a, b)`
+    of the tasks `run_parallel` gave up on (`give_up=True`; the check's is `(-1, -1)`): a helper may
+    still be writing `out[a:b]`."""
     flat_ids, flat_out = ids.reshape(-1), out.reshape(-1, table.shape[1])   # (n,), (n, dim)
-    n, parts = flat_ids.size, parts_for(flat_ids.size, out.nbytes)
-    pieces = max(parts, min(4 * parts, out.nbytes // _PIECE_BYTES))   # one per thread, or more if they are big
-    cuts = _head_start_cuts(n, table.shape[1] * table.itemsize, pieces)
+    parts = parts_for(flat_ids.size, out.nbytes)
+    cuts = _shrinking_cuts(flat_ids.size, table.shape[1] * table.itemsize, parts)
     def task(a, b):
         if a < 0:
             check()
         else:
             np.take(table, flat_ids[a:b], axis=0, out=flat_out[a:b], mode='clip')
-    run_parallel(task, list(zip(cuts[:-1], cuts[1:])) + ([(-1, -1)] if check else []), parts)
+    tasks = list(zip(cuts[:-1], cuts[1:])) + ([(-1, -1)] if check else [])
+    done = run_parallel(task, tasks, parts, give_up=give_up, adaptive=True)
+    return [t for t, result in zip(tasks, done) if result is UNFINISHED]
 
+# %% ../../nbs/11b_row_kernels.ipynb #gather-api
 def gather_rows(table: np.ndarray, ids, out: np.ndarray, checked: bool = False) -> np.ndarray:
     """`out[...] = table[ids]`, in place; `out` is `(*ids.shape, dim)` with the table's dtype.
 
@@ -211,20 +230,39 @@ def gather_rows(table: np.ndarray, ids, out: np.ndarray, checked: bool = False) 
     _gather(table, ids, out)
     return out
 
+def _finish_alone(table: np.ndarray, ids: np.ndarray, rows: np.ndarray,
+                  unfinished: list) -> np.ndarray:
+    """`rows` with the slices `unfinished` still to fill, in a new array that no helper writes: the
+    slices done are copied over, the others (and the check, `(-1, -1)`) done by this thread."""
+    if (-1, -1) in unfinished:
+        as_token_ids(ids, table.shape[0])                     # raises for a bad id
+    flat_ids = ids.reshape(-1)
+    fresh = np.empty_like(rows)
+    flat_rows, flat_fresh = rows.reshape(-1, table.shape[1]), fresh.reshape(-1, table.shape[1])
+    at = 0
+    for a, b in sorted(t for t in unfinished if t[0] >= 0) + [(flat_ids.size, flat_ids.size)]:
+        flat_fresh[at:a] = flat_rows[at:a]
+        np.take(table, flat_ids[a:b], axis=0, out=flat_fresh[a:b], mode='clip')
+        at = b
+    return fresh
+
 def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
     """A new `(*ids.shape, dim)` array of `table[ids]`, the ids' range checked along the way.
 
     The range check (`as_token_ids`) is the last task: the threads start copying rows at once, and
     whichever finishes first checks. With `mode='clip'` a bad id never makes the gather fail, so the
-    error is always the check's `TokenIdError`, raised once every thread has stopped; the new array
-    is dropped: nothing else was written."""
+    error is always the check's `TokenIdError`; the new array is dropped: nothing else was written.
+    A helper held up by a busy machine is not waited for: its slice is done again by this thread,
+    into a fresh copy of the rows (`_finish_alone`)."""
     _refuse_if_withheld('lookup_rows')
-    ids = as_token_ids(ids, None)
+    if type(ids) is not np.ndarray or ids.dtype.kind not in 'iu' or not ids.dtype.isnative:
+        ids = as_token_ids(ids, None)
     rows = np.empty(ids.shape + table.shape[1:], table.dtype)                 # (*ids.shape, dim)
     if parts_for(ids.size, rows.nbytes) == 1:       # one thread: check, then one np.take
         return np.take(table, as_token_ids(ids, table.shape[0]), axis=0, out=rows, mode='clip')
-    _gather(table, ids, rows, check=lambda: as_token_ids(ids, table.shape[0]))   # raises for a bad id
-    return rows
+    check = lambda: as_token_ids(ids, table.shape[0])             # raises for a bad id
+    unfinished = _gather(table, ids, rows, check=check, give_up=True)
+    return _finish_alone(table, ids, rows, unfinished) if unfinished else rows
 
 # %% ../../nbs/11b_row_kernels.ipynb #add-rows
 _CHUNK_BYTES = 1 << 19      # rows staged through a buffer of this size stay in the core's cache
