@@ -166,16 +166,22 @@ def tree_memory(pid: int) -> int:
 
 # %% ../../nbs/93g_limits.ipynb #sandbox-tmp-bytes
 def sandbox_tmp_bytes(pid: int, size: int) -> int:
-    """Bytes used in the private `/tmp` (a tmpfs of `size` bytes) of the sandbox started by process `pid`; 0 when it
-    can't be read or isn't mounted yet (while bubblewrap sets up, that path shows other file systems)."""
+    """Bytes used in the private `/tmp` and `/dev/shm` (tmpfs of `size` bytes each) of the sandbox started by process
+    `pid`; a folder that can't be read or isn't mounted yet counts 0 (while bubblewrap sets up, those paths show other
+    file systems)."""
     try:
-        first = open(f'/proc/{pid}/task/{pid}/children').read().split()
-        st = os.statvfs(f'/proc/{first[0]}/root/tmp')
+        first = open(f'/proc/{pid}/task/{pid}/children').read().split()[0]
     except (OSError, IndexError):
         return 0
-    if abs(st.f_blocks * st.f_frsize - size) > 1 << 20:      # not the sandbox's /tmp
-        return 0
-    return (st.f_blocks - st.f_bfree) * st.f_frsize
+    used = 0
+    for folder in ('tmp', 'dev/shm'):
+        try:
+            st = os.statvfs(f'/proc/{first}/root/{folder}')
+        except OSError:
+            continue
+        if abs(st.f_blocks * st.f_frsize - size) <= 1 << 20:    # else not the sandbox's own
+            used += (st.f_blocks - st.f_bfree) * st.f_frsize
+    return used
 
 # %% ../../nbs/93g_limits.ipynb #run
 @dataclass
@@ -203,11 +209,12 @@ def _kill_group(pid: int):
 # %% ../../nbs/93g_limits.ipynb #run2
 def run_watched(cmd: list, cwd: Path, env: dict, wall_seconds: float, stdin: str | None = None,
                 watch: Path | None = None, disk: int | None = None, sandboxed: bool = False,
-                every: float = 0.2) -> tuple:
-    "(CompletedProcess, Usage) of `cmd`, stopped when `watch` + its sandbox's /tmp + its output pass `disk` bytes."
+                every: float = 0.2, pass_fds: tuple = ()) -> tuple:
+    """(CompletedProcess, Usage) of `cmd`, stopped when `watch` + its sandbox's /tmp and /dev/shm + its output pass
+    `disk` bytes; `pass_fds`: descriptors `cmd` inherits (bubblewrap's `--seccomp`, `--info-fd`)."""
     usage = Usage()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True,
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True, pass_fds=pass_fds,
                                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
         if stdin is not None:
             try:
