@@ -55,7 +55,7 @@ class Limits:
     "What one submission may use; None: no limit of that kind."
     memory: int | None = 2 << 30    # bytes of data memory per process (RLIMIT_DATA)
     processes: int | None = 512     # processes and threads together (RLIMIT_NPROC)
-    disk: int | None = 1 << 30      # bytes in the work folder and /tmp together
+    disk: int | None = 1 << 30      # bytes in the work folder, /tmp and /dev/shm together
 
     def __post_init__(self):
         for name, least in (('memory', 16 << 20), ('disk', 1 << 20), ('processes', 16)):
@@ -98,7 +98,7 @@ def describe_limits(limits: Limits) -> str:
     "The run's log line: what each submission may use."
     said = [f"memory {format_size(limits.memory)} per process" if limits.memory else "memory unlimited",
             f"{limits.processes} processes and threads" if limits.processes else "processes unlimited",
-            f"disk {format_size(limits.disk)} (work folder and /tmp together)" if limits.disk else "disk unlimited"]
+            f"disk {format_size(limits.disk)} (work folder, /tmp and /dev/shm together)" if limits.disk else "disk unlimited"]
     return ', '.join(said)
 
 # %% ../../nbs/93g_limits.ipynb #usable-jobs
@@ -246,7 +246,7 @@ def run_watched(cmd: list, cwd: Path, env: dict, wall_seconds: float, stdin: str
 _LIMIT_ERRORS = {'memory': re.compile(r'^MemoryError'),
                  'disk': re.compile(r'\[Errno (27|28)\]|File too large|No space left on device'),
                  'processes': re.compile(r"\[Errno 11\]|Resource temporarily unavailable|can't start new thread")}
-_OPTION_WORDS = {'memory': 'of memory', 'processes': 'processes and threads', 'disk': 'on disk (work folder and /tmp)'}
+_OPTION_WORDS = {'memory': 'of memory', 'processes': 'processes and threads', 'disk': 'on disk (work folder, /tmp and /dev/shm)'}
 
 def limit_kind(text: str) -> str | None:
     "'memory', 'disk' or 'processes' when `text` (an error's name and message) is what that limit raises."

@@ -186,11 +186,14 @@ class Sandbox:
         if self.package is not None:
             import tinytorch
             args += ['--ro-bind', str(self.package), str(Path(tinytorch.__file__).parent)]
+        emptied = []     # read-only once everything is mounted: a hidden file may lie in a hidden folder
         for path in map(os.path.abspath, self.hidden):
             if os.path.exists(path) and _under(path, (*visible, *_SYSTEM_DIRS)):
-                args += ['--tmpfs', path, '--remount-ro', path] if os.path.isdir(path) else \
-                    ['--ro-bind', '/dev/null', path]
-        args += ['--remount-ro', '/', '--chdir', str(workdir), '--']     # the sandbox's own root: read-only
+                if os.path.isdir(path):
+                    args += ['--tmpfs', path]; emptied += ['--remount-ro', path]
+                else:
+                    args += ['--ro-bind', '/dev/null', path]
+        args += [*emptied, '--remount-ro', '/', '--chdir', str(workdir), '--']   # the sandbox's own root too
         if uid is not None:
             args += ['setpriv', f'--reuid={uid}', f'--regid={uid}', '--clear-groups', '--no-new-privs']
         return args
