@@ -214,7 +214,8 @@ def run_watched(cmd: list, cwd: Path, env: dict, wall_seconds: float, stdin: str
     `disk` bytes; `pass_fds`: descriptors `cmd` inherits (bubblewrap's `--seccomp`, `--info-fd`)."""
     usage = Usage()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True, pass_fds=pass_fds,
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True,
+                                pass_fds=pass_fds,
                                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
         if stdin is not None:
             try:

@@ -173,7 +173,8 @@ class Sandbox:
             args += ['--info-fd', str(info_fd)]
         size = ['--size', str(tmp_size)] if tmp_size else []
         args += ['--dev', '/dev', '--perms', '1777', *size, '--tmpfs', '/dev/shm', '--remount-ro', '/dev',
-                 '--proc', '/proc', '--ro-bind', '/dev/null', '/proc/keys', '--ro-bind', '/dev/null', '/proc/key-users',
+                 '--proc', '/proc', '--ro-bind', '/dev/null', '/proc/keys',
+                 '--ro-bind', '/dev/null', '/proc/key-users',
                  '--perms', '1777', *size, '--tmpfs', '/tmp']
         made = {'/', '/tmp', *_SYSTEM_DIRS}
         visible = _python_folders()
@@ -239,8 +240,9 @@ def uid_layer_available() -> bool:
         return False
     with tempfile.TemporaryDirectory() as tmp, claimed_uids(1) as (uid,), _filter_fd() as fd:
         os.chown(tmp, uid, uid)
-        run = subprocess.run(Sandbox().command(Path(tmp), uid, seccomp_fd=fd) + [sys.executable, '-c', _CAN_RUN_GRADER],
-                             capture_output=True, timeout=600, pass_fds=(fd,))   # a hang raises; it never downgrades
+        run = subprocess.run(Sandbox().command(Path(tmp), uid, seccomp_fd=fd)
+                             + [sys.executable, '-c', _CAN_RUN_GRADER],
+                             capture_output=True, timeout=600, pass_fds=(fd,))   # a hang raises: no downgrade
     return run.returncode == 0
 
 # %% ../../nbs/93b_sandbox.ipynb #isolation-level
@@ -293,7 +295,8 @@ def _end_namespace(namespace: int, tries: int = 100) -> int:
             except ProcessLookupError:
                 pass
         time.sleep(0.05)
-    raise RuntimeError(f"processes {sorted(_namespace_processes(namespace))} of a finished sandbox can't be killed")
+    left = sorted(_namespace_processes(namespace))
+    raise RuntimeError(f"processes {left} of a finished sandbox can't be killed")
 
 # %% ../../nbs/93b_sandbox.ipynb #pid-namespace
 def _pid_namespace(info: int) -> int | None:
@@ -307,8 +310,9 @@ def _pid_namespace(info: int) -> int | None:
 # %% ../../nbs/93b_sandbox.ipynb #run-isolated
 def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None,
                  sandbox: Sandbox | None, stdin: str | None = None, limits: Limits | None = None) -> subprocess.CompletedProcess:
-    """Run `args` in `workdir` with a wall-clock limit, `stdin` as its input: in `sandbox` (as `uid` when given), or
-    unsandboxed. In a sandbox, no process of the run is left when it returns (the result's `left`: how many were killed)."""
+    """Run `args` in `workdir` with a wall-clock limit, `stdin` as its input: in `sandbox` (as `uid` when given),
+    or unsandboxed. In a sandbox, no process of the run is left when it returns (the result's `left`: how many
+    were killed)."""
     env = tool_env()
     home = workdir / '.home'
     home.mkdir(exist_ok=True)
@@ -330,8 +334,9 @@ def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None
             _chown_tree(workdir, uid, uid)
         limits = limits or Limits(None, None, None)
         try:
-            run, usage = run_watched(prefix + rlimit_prefix(limits) + limit + list(map(str, args)), workdir, env,
-                                     wall_seconds + 30, stdin, workdir, limits.disk, sandbox is not None, pass_fds=fds)
+            run, usage = run_watched(prefix + rlimit_prefix(limits) + limit + list(map(str, args)), workdir,
+                                     env, wall_seconds + 30, stdin, workdir, limits.disk, sandbox is not None,
+                                     pass_fds=fds)
             run.usage = usage            # what it used: `tinytorch.course.limits.Usage`
             if usage.over_wall:
                 run.stderr += '\nkilled by the outer limit'
