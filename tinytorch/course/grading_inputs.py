@@ -11,12 +11,13 @@ from pathlib import Path
 
 from .assignments import graded_parts
 from .errors import BadInput
-from .grade_table import HELD, Part, StudentResult
-from .notebooks import NotebookError, default_exp, reads_nb, write_nb
+from .grade_table import HELD, Part, StudentResult, settle_statuses
+from .notebooks import NotebookError, default_exp, read_nb, read_submission, write_nb
 from .provenance import copied_reasons, notebook_digest
 
 # %% auto #0
-__all__ = ['repair_submission', 'as_handed_in', 'held_submission', 'empty_parts', 'exported_module', 'grading_package']
+__all__ = ['GRADED_MIB', 'repair_submission', 'as_handed_in', 'held_submission', 'empty_parts', 'failed_alone',
+           'check_graded_size', 'unran_graded_cells', 'exported_module', 'grading_package']
 
 # %% ../../nbs/93s_grading_inputs.ipynb #graded-ids
 def _graded_ids(nb: dict) -> dict:
@@ -88,10 +89,9 @@ def held_submission(setup, found) -> StudentResult | None:
     notebook and you haven't cleared it: every part at 0, flagged with why, its notebook `as_handed_in` as the graded
     one; None when it is graded as usual."""
     try:
-        data = found.path.read_bytes()                   # the grader's snapshot
-        nb = reads_nb(data.decode('utf-8'), found.shown)
-        reasons = copied_reasons(nb, setup.source)
-    except (NotebookError, UnicodeDecodeError, OSError):
+        nb = read_submission(found.path, found.shown)    # the grader's snapshot, at most SUBMISSION_MIB
+        data, reasons = found.path.read_bytes(), copied_reasons(nb, setup.source)
+    except (NotebookError, OSError):
         return None                                      # grade_one says why it can't be read
     if not reasons or setup.cleared.get(found.student) == notebook_digest(data):
         return None
@@ -111,6 +111,38 @@ def held_submission(setup, found) -> StudentResult | None:
 def empty_parts(source: dict) -> dict:
     "grade_id -> `Part` at 0 points, for every graded part of `source` (`assignments.graded_parts`)."
     return {gid: Part(gid, kind, points, needs_manual=kind == 'answer') for gid, kind, points in graded_parts(source)}
+
+# %% ../../nbs/93s_grading_inputs.ipynb #fail-alone
+def failed_alone(setup, student: str, error: BaseException, workdir: Path | None = None) -> StudentResult:
+    """The result of `student`'s submission when grading it (in `setup`, a `GradingSetup`) stopped on `error`: every
+    part at 0, failed with a one-line reason; its work folder `workdir` removed."""
+    if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)
+    said = (str(error).strip().splitlines() or [''])[0][:200]
+    result = StudentResult(student, empty_parts(setup.source), sandboxed=setup.sandbox is not None,
+                           failure=f"grading stopped on this submission: {type(error).__name__}"
+                                   + (f": {said}" if said else ''))
+    settle_statuses(result)
+    return result
+
+# %% ../../nbs/93s_grading_inputs.ipynb #graded-size
+GRADED_MIB = 32     # a graded notebook larger than this (its outputs) is neither read, stored nor shown
+
+def check_graded_size(autograded: Path):
+    "RuntimeError, the graded notebook `autograded` removed, when it is over `GRADED_MIB` MiB."
+    size = autograded.stat().st_size
+    if size > GRADED_MIB << 20:
+        autograded.unlink()
+        raise RuntimeError(f"its outputs are too large: the graded notebook is {size / 2**20:.0f} MiB, more than "
+                           f"the {GRADED_MIB} MiB kept (print less)")
+
+# %% ../../nbs/93s_grading_inputs.ipynb #unran
+def unran_graded_cells(autograded: Path) -> list:
+    "The grade_ids of the graded code cells of the notebook at `autograded` that never ran."
+    nb = read_nb(autograded)
+    return [c['metadata']['nbgrader']['grade_id'] for c in nb['cells']
+            if c['cell_type'] == 'code' and (c['metadata'].get('nbgrader') or {}).get('grade')
+            and c.get('execution_count') is None]
 
 # %% ../../nbs/93s_grading_inputs.ipynb #find-module
 def exported_module(nb: dict, name: str) -> str:
