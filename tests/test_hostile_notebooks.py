@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "11_embeddings.ipynb"
 PRINTED = 200 << 20                 # what one cell prints: far more than a feedback page or a course should keep
+SOME = 8 << 20                      # ... and a little less: graded, its output cut
 
 
 def _with_cell(nb, cell):
@@ -41,6 +42,8 @@ def hostile_notebooks(good: dict) -> dict:
         "minor-text": json.dumps(dict(good, nbformat_minor="five")).encode(),
         "lone-surrogate": json.dumps(surrogate, ensure_ascii=True).encode(),
         "many-hashes": json.dumps(_with_cell(good, _markdown("#" * 400_000))).encode(),
+        "many-brackets": json.dumps(_with_cell(good, _markdown("[" * 400_000))).encode(),
+        "prints-some": json.dumps(_with_cell(good, _code(f"print('y' * {SOME})"))).encode(),
         "prints-a-lot": json.dumps(_with_cell(good, _code(f"print('x' * {PRINTED})"))).encode(),
     }
 
@@ -118,10 +121,18 @@ class TestOneSubmissionFailsAlone:
         assert says in reason and "\\n" not in reason and len(reason) <= 200, reason
         assert student in out.stdout
 
-    def test_a_flood_of_hashes_is_graded_as_usual(self, graded_hostile):
+    @pytest.mark.parametrize("student", ["many-hashes", "many-brackets", "prints-some"])
+    def test_a_flood_in_a_cell_is_graded_as_usual(self, graded_hostile, student):
         _, base = graded_hostile
-        rows = {r["part"]: (r["points"], r["status"]) for r in _rows(base)["many-hashes"]}
+        rows = {r["part"]: (r["points"], r["status"]) for r in _rows(base)[student]}
         assert rows == {r["part"]: (r["points"], r["status"]) for r in _rows(base)["honest"]}, rows
+
+    def test_a_long_output_is_cut_before_it_is_kept(self, graded_hostile):
+        _, base = graded_hostile
+        graded = base / "course" / "autograded" / "prints-some" / "11_embeddings" / NOTEBOOK
+        page = base / "course" / "feedback" / "prints-some" / "11_embeddings" / "11_embeddings.html"
+        assert graded.stat().st_size < 2 << 20 and page.stat().st_size < 3 << 20
+        assert "more characters of output not kept" in graded.read_text(encoding="utf-8")
 
     def test_a_timestamp_before_year_one_is_flagged(self, graded_hostile):
         _, base = graded_hostile

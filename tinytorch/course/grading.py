@@ -27,7 +27,7 @@ from tinytorch.course.gradebook import (
 )
 from .gradebook import autograde_error, kernel_start_timed_out
 from .grading_inputs import (
-    check_graded_size, empty_parts, exported_module, failed_alone, grading_package, repair_submission,
+    bounded_outputs, empty_parts, exported_module, failed_alone, grading_package, repair_submission,
     held_submission as _held, unran_graded_cells as _unran_graded_cells)   # `93s_grading_inputs`
 from tinytorch.course.late import (
     LateWork, describe_lateness, log_late_work, record_lateness, untimed_note,
@@ -114,7 +114,7 @@ def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path
                                        + autograde_error(run.stderr))
         tail = [l for l in run.stderr.splitlines() if 'ERROR' in l][-2:] or run.stderr.strip().splitlines()[-1:]
         raise RuntimeError(f"nbgrader autograde failed (exit {run.returncode}): {' | '.join(tail)[:300]}")
-    check_graded_size(autograded)                   # a notebook of huge outputs is neither read nor kept
+    bounded_outputs(autograded)                     # outputs cut (too large: failed) before anything reads them
     grades = read_copy_grades(CourseLayout(folder).gradebook, setup.assignment, student)
     if set(grades) != set(result.parts):
         result.flags.append(f"nbgrader graded {sorted(grades)} instead of {sorted(result.parts)}")

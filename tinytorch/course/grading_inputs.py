@@ -5,6 +5,7 @@
 # %% ../../nbs/93s_grading_inputs.ipynb #imports
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -12,12 +13,12 @@ from pathlib import Path
 from .assignments import graded_parts
 from .errors import BadInput
 from .grade_table import HELD, Part, StudentResult, settle_statuses
-from .notebooks import NotebookError, default_exp, read_nb, read_submission, write_nb
+from .notebooks import NotebookError, cell_source, default_exp, read_nb, read_submission, write_nb
 from .provenance import copied_reasons, notebook_digest
 
 # %% auto #0
-__all__ = ['GRADED_MIB', 'repair_submission', 'as_handed_in', 'held_submission', 'empty_parts', 'failed_alone',
-           'check_graded_size', 'unran_graded_cells', 'exported_module', 'grading_package']
+__all__ = ['GRADED_MIB', 'OUTPUT_CHARS', 'OUTPUTS_CHARS', 'repair_submission', 'as_handed_in', 'held_submission', 'empty_parts',
+           'failed_alone', 'bounded_outputs', 'unran_graded_cells', 'exported_module', 'grading_package']
 
 # %% ../../nbs/93s_grading_inputs.ipynb #graded-ids
 def _graded_ids(nb: dict) -> dict:
@@ -128,13 +129,35 @@ def failed_alone(setup, student: str, error: BaseException, workdir: Path | None
 # %% ../../nbs/93s_grading_inputs.ipynb #graded-size
 GRADED_MIB = 32     # a graded notebook larger than this (its outputs) is neither read, stored nor shown
 
-def check_graded_size(autograded: Path):
-    "RuntimeError, the graded notebook `autograded` removed, when it is over `GRADED_MIB` MiB."
+OUTPUT_CHARS = 1 << 20        # characters kept of one output (a text, an image)
+OUTPUTS_CHARS = 4 << 20       # ... and of all of a notebook's outputs
+
+def _cut(out: dict, keep: int) -> int:
+    "Cut the output `out` to `keep` characters of text (any other data over that: a note); the characters it holds."
+    sizes = {key: len(cell_source({'source': v})) if isinstance(v, (str, list)) else len(json.dumps(v))
+             for key, v in (out.get('data') or {}).items()}
+    text = cell_source({'source': out['text']}) if isinstance(out.get('text'), (str, list)) else ''
+    if len(text) > keep:
+        out['text'] = text[:keep] + f"\n[... {len(text) - keep} more characters of output not kept]\n"
+    if sum(sizes.values()) > keep:
+        out['data'] = {'text/plain': f"[{', '.join(sizes)} output of {sum(sizes.values())} characters not kept]"}
+    return min(len(text), keep) + min(sum(sizes.values()), keep)
+
+def bounded_outputs(autograded: Path):
+    """Cut the outputs of the graded notebook `autograded` to `OUTPUT_CHARS` each and `OUTPUTS_CHARS` in all, before it
+    is read for anything else; RuntimeError, the notebook removed, when it is over `GRADED_MIB` MiB."""
     size = autograded.stat().st_size
     if size > GRADED_MIB << 20:
         autograded.unlink()
         raise RuntimeError(f"its outputs are too large: the graded notebook is {size / 2**20:.0f} MiB, more than "
                            f"the {GRADED_MIB} MiB kept (print less)")
+    if size <= min(OUTPUT_CHARS, OUTPUTS_CHARS):
+        return
+    nb, left = read_nb(autograded), OUTPUTS_CHARS
+    for cell in nb['cells']:
+        for out in cell.get('outputs', []) if cell['cell_type'] == 'code' else ():
+            left -= _cut(out, max(0, min(OUTPUT_CHARS, left)))
+    write_nb(nb, autograded)
 
 # %% ../../nbs/93s_grading_inputs.ipynb #unran
 def unran_graded_cells(autograded: Path) -> list:
