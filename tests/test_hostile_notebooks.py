@@ -77,13 +77,17 @@ def _build(release_11: Path, base: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def graded_hostile(release_11, tmp_path_factory):
-    "(the finished `tinytorch grade` run, the folder holding submissions/ and course/)."
+    """(the finished `tinytorch grade` run, the folder holding submissions/ and course/, the runs of `tinytorch grades`
+    for the final grades and nbgrader's export CSV)."""
     base = _build(release_11, tmp_path_factory.mktemp("hostile"))
     cli = Path(sys.executable).parent / "tinytorch"
     out = subprocess.run([cli, "grade", "11", "submissions", "--course", "course", "--nbs", ROOT / "nbs",
                           "--jobs", "2", "--cell-timeout", "30"], cwd=base, capture_output=True, text=True,
                          errors="replace", timeout=1200)
-    return out, base
+    finals = [subprocess.run([cli, "grades", "11", "--course", "course", "--format", kind], cwd=base,
+                             capture_output=True, text=True, errors="replace", timeout=600)
+              for kind in ("final", "nbgrader")] if out.returncode == 3 else []
+    return out, base, finals
 
 
 def _rows(base: Path) -> dict:
@@ -97,12 +101,12 @@ def _rows(base: Path) -> dict:
 
 class TestOneSubmissionFailsAlone:
     def test_grading_finishes_and_names_the_bad_ones(self, graded_hostile):
-        out, _ = graded_hostile
+        out, _, _ = graded_hostile
         assert out.returncode == 3, f"{out.stdout[-3000:]}{out.stderr[-3000:]}"
         assert "Traceback" not in out.stderr, out.stderr[-3000:]
 
     def test_the_honest_student_is_graded(self, graded_hostile):
-        out, base = graded_hostile
+        out, base, _ = graded_hostile
         rows = _rows(base)["honest"]
         tests = [r for r in rows if r["kind"] == "test"]
         assert tests and all(r["status"] == "graded" for r in tests), rows
@@ -113,7 +117,7 @@ class TestOneSubmissionFailsAlone:
         ("minor-text", "nbformat_minor is 'five'"), ("lone-surrogate", "isn't Unicode"),
         ("prints-a-lot", "its outputs are too large")])
     def test_each_unreadable_notebook_fails_alone_with_one_line(self, graded_hostile, student, says):
-        out, base = graded_hostile
+        out, base, _ = graded_hostile
         rows = _rows(base).get(student)
         assert rows, f"no rows for {student}: {out.stdout[-3000:]}{out.stderr[-3000:]}"
         assert {r["status"] for r in rows} == {"failed"}, rows
@@ -123,25 +127,25 @@ class TestOneSubmissionFailsAlone:
 
     @pytest.mark.parametrize("student", ["many-hashes", "many-brackets", "prints-some"])
     def test_a_flood_in_a_cell_is_graded_as_usual(self, graded_hostile, student):
-        _, base = graded_hostile
+        _, base, _ = graded_hostile
         rows = {r["part"]: (r["points"], r["status"]) for r in _rows(base)[student]}
         assert rows == {r["part"]: (r["points"], r["status"]) for r in _rows(base)["honest"]}, rows
 
     def test_a_long_output_is_cut_before_it_is_kept(self, graded_hostile):
-        _, base = graded_hostile
+        _, base, _ = graded_hostile
         graded = base / "course" / "autograded" / "prints-some" / "11_embeddings" / NOTEBOOK
         page = base / "course" / "feedback" / "prints-some" / "11_embeddings" / "11_embeddings.html"
         assert graded.stat().st_size < 2 << 20 and page.stat().st_size < 3 << 20
         assert "more characters of output not kept" in graded.read_text(encoding="utf-8")
 
     def test_a_timestamp_before_year_one_is_flagged(self, graded_hostile):
-        _, base = graded_hostile
+        _, base, _ = graded_hostile
         rows = [r for r in _rows(base)["year-one"] if r["kind"] == "test"]
         assert {r["status"] for r in rows} == {"flagged"}, rows
         assert rows[0]["reason"].startswith("year-one/11_embeddings/timestamp.txt '0001-01-01"), rows[0]
 
     def test_odd_folder_names_are_refused_by_name(self, graded_hostile):
-        out, base = graded_hostile
+        out, base, _ = graded_hostile
         known = {"honest", "year-one", *hostile_notebooks({"cells": []})}
         odd = [s for s in _rows(base) if s not in known]
         assert len(odd) == len(ODD_FOLDERS), list(_rows(base))
@@ -149,10 +153,16 @@ class TestOneSubmissionFailsAlone:
             assert {r["status"] for r in _rows(base)[student]} == {"failed"}
             assert "not a valid student id" in _rows(base)[student][0]["reason"]
 
+    def test_final_grades_and_exports_are_written(self, graded_hostile):
+        _, _, finals = graded_hostile
+        assert [run.returncode for run in finals] == [0, 0], [run.stdout[-2000:] + run.stderr[-2000:] for run in finals]
+
     def test_no_csv_holds_a_raw_control_character(self, graded_hostile):
-        _, base = graded_hostile
+        _, base, _ = graded_hostile
+        written = sorted(p.name for p in (base / "course").rglob("*.csv"))
+        expected = {"grades_11_embeddings.csv", "final_grades_11_embeddings.csv", "nbgrader_grades_11_embeddings.csv"}
+        assert expected <= set(written), written
         written = list((base / "course").rglob("*.csv"))
-        assert written
         for path in written:
             text = path.read_bytes().decode("utf-8")
             for line in text.replace("\r\n", "\n").split("\n"):
@@ -160,6 +170,6 @@ class TestOneSubmissionFailsAlone:
                 assert not bad, f"{path.name}: {line!r}"
 
     def test_the_course_stays_small(self, graded_hostile):
-        _, base = graded_hostile
+        _, base, _ = graded_hostile
         size = sum(p.stat().st_size for p in (base / "course").rglob("*") if p.is_file())
         assert size < 50 << 20, f"the course folder holds {size >> 20} MiB"

@@ -28,17 +28,19 @@ MARKDOWN_CELL_CHARS = 5_000       # a longer markdown cell or output is shown as
 MARKDOWN_PAGE_CHARS = 100_000     # and so is all markdown past this much in one page
 
 def _as_text(text: str) -> str:
-    """Markdown that shows `text` as it is: an HTML block, which a markdown parser reads in one pass; `[` as an entity,
-    which nbconvert's `strip_files_prefix` (a pattern slow on many `[` in a line) passes over."""
+    """Markdown that shows `text` as it is: an HTML block, which a markdown parser reads in one
+    pass; `[` as an entity, which nbconvert's `strip_files_prefix` (slow on many `[`) passes over."""
     return f"<pre>{html.escape(text).replace('[', '&#91;')}</pre>"
 
 def bounded_markdown(nb: dict) -> dict:
-    "`nb` with each markdown cell and markdown output over the limits above shown as text (changed in place)."
+    "`nb` with each markdown cell and markdown output over the limits shown as text (in place)."
     budget = MARKDOWN_PAGE_CHARS
     for cell in nb['cells']:
-        datas = [out.get('data') or {} for out in cell.get('outputs', [])] if cell.get('cell_type') == 'code' else []
+        code = cell.get('cell_type') == 'code'
+        datas = [out.get('data') or {} for out in cell.get('outputs', [])] if code else []
         texts = [cell_source(cell)] if cell.get('cell_type') == 'markdown' else []
-        texts += [cell_source({'source': d['text/markdown']}) for d in datas if 'text/markdown' in d]
+        texts += [cell_source({'source': d['text/markdown']})
+                  for d in datas if 'text/markdown' in d]
         for i, text in enumerate(texts):
             if len(text) <= min(MARKDOWN_CELL_CHARS, budget):
                 budget -= len(text)
@@ -52,7 +54,8 @@ def bounded_markdown(nb: dict) -> dict:
 
 # %% ../../nbs/93h_feedback.ipynb #feedback
 def sanitize_for_feedback(nb: dict) -> dict:
-    "Remove hidden tests from sources and tracebacks from errors (messages are kept); markdown bounded (`bounded_markdown`)."
+    """Remove hidden tests from sources and tracebacks from errors (messages are kept); markdown
+    bounded (`bounded_markdown`)."""
     for cell in nb['cells']:
         if cell['cell_type'] != 'code':
             continue

@@ -71,12 +71,13 @@ class GradingSetup:
 
 # %% ../../nbs/93_grading.ipynb #read-submission
 def _read_submission(path: Path, shown: str | None = None) -> dict:
-    """The submission as a notebook dict; RuntimeError naming it as `shown` (default: its file name) in one line when
-    it is not one, or not one grading reads (`read_submission`: too large, too deep, parts of the wrong type)."""
+    """The submission as a notebook dict; RuntimeError naming it as `shown` (default: its file name)
+    in one line when it is not one grading reads (`read_submission`: too large, too deep, ...)."""
     try:
         return read_submission(path, shown or path.name)
     except (NotebookError, OSError) as e:
-        raise RuntimeError(str(e) if isinstance(e, NotebookError) else f"{shown or path.name} can't be read") from None
+        said = str(e) if isinstance(e, NotebookError) else f"{shown or path.name} can't be read"
+        raise RuntimeError(said) from None
 
 # %% ../../nbs/93_grading.ipynb #autograde-run
 def _run_autograde(setup: GradingSetup, student: str, submission: dict, folder: Path,
@@ -114,7 +115,7 @@ def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path
                                        + autograde_error(run.stderr))
         tail = [l for l in run.stderr.splitlines() if 'ERROR' in l][-2:] or run.stderr.strip().splitlines()[-1:]
         raise RuntimeError(f"nbgrader autograde failed (exit {run.returncode}): {' | '.join(tail)[:300]}")
-    bounded_outputs(autograded)                     # outputs cut (too large: failed) before anything reads them
+    bounded_outputs(autograded)                     # outputs cut before anything reads them
     grades = read_copy_grades(CourseLayout(folder).gradebook, setup.assignment, student)
     if set(grades) != set(result.parts):
         result.flags.append(f"nbgrader graded {sorted(grades)} instead of {sorted(result.parts)}")
@@ -294,8 +295,9 @@ def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: lis
                 settle_statuses(r)
                 _publish(setup, course_dir, r, hidden, found)
                 if STUDENT_ID.match(r.student):
-                    r.instructor_notes += merge_into_gradebook(course_dir, setup.assignment, r, setup.late)
-            except Exception as e:                   # recording it failed: this one fails alone, unpublished
+                    r.instructor_notes += merge_into_gradebook(course_dir, setup.assignment, r,
+                                                               setup.late)
+            except Exception as e:                   # recording failed: it fails alone, unpublished
                 r = failed_alone(setup, r.student, e, r.workdir)
             guard.accept()
             progress(_result_line(r))

@@ -13,7 +13,9 @@ from pathlib import Path
 from .assignments import graded_parts
 from .errors import BadInput
 from .grade_table import HELD, Part, StudentResult, settle_statuses
-from .notebooks import NotebookError, cell_source, default_exp, read_nb, read_submission, write_nb
+from tinytorch.course.notebooks import (
+    NotebookError, cell_source, default_exp, read_nb, read_submission, write_nb,
+)
 from .provenance import copied_reasons, notebook_digest
 
 # %% auto #0
@@ -90,7 +92,7 @@ def held_submission(setup, found) -> StudentResult | None:
     notebook and you haven't cleared it: every part at 0, flagged with why, its notebook `as_handed_in` as the graded
     one; None when it is graded as usual."""
     try:
-        nb = read_submission(found.path, found.shown)    # the grader's snapshot, at most SUBMISSION_MIB
+        nb = read_submission(found.path, found.shown)    # the grader's snapshot, bounded
         data, reasons = found.path.read_bytes(), copied_reasons(nb, setup.source)
     except (NotebookError, OSError):
         return None                                      # grade_one says why it can't be read
@@ -114,9 +116,10 @@ def empty_parts(source: dict) -> dict:
     return {gid: Part(gid, kind, points, needs_manual=kind == 'answer') for gid, kind, points in graded_parts(source)}
 
 # %% ../../nbs/93s_grading_inputs.ipynb #fail-alone
-def failed_alone(setup, student: str, error: BaseException, workdir: Path | None = None) -> StudentResult:
-    """The result of `student`'s submission when grading it (in `setup`, a `GradingSetup`) stopped on `error`: every
-    part at 0, failed with a one-line reason; its work folder `workdir` removed."""
+def failed_alone(setup, student: str, error: BaseException,
+                 workdir: Path | None = None) -> StudentResult:
+    """The result of `student`'s submission when grading it (in `setup`, a `GradingSetup`)
+    stopped on `error`: every part at 0, failed with a one-line reason; its folder `workdir` removed."""
     if workdir is not None:
         shutil.rmtree(workdir, ignore_errors=True)
     said = (str(error).strip().splitlines() or [''])[0][:200]
@@ -127,30 +130,33 @@ def failed_alone(setup, student: str, error: BaseException, workdir: Path | None
     return result
 
 # %% ../../nbs/93s_grading_inputs.ipynb #graded-size
-GRADED_MIB = 32     # a graded notebook larger than this (its outputs) is neither read, stored nor shown
+GRADED_MIB = 32     # a graded notebook larger than this is neither read, stored nor shown
 
 OUTPUT_CHARS = 1 << 20        # characters kept of one output (a text, an image)
 OUTPUTS_CHARS = 4 << 20       # ... and of all of a notebook's outputs
 
 def _cut(out: dict, keep: int) -> int:
-    "Cut the output `out` to `keep` characters of text (any other data over that: a note); the characters it holds."
-    sizes = {key: len(cell_source({'source': v})) if isinstance(v, (str, list)) else len(json.dumps(v))
-             for key, v in (out.get('data') or {}).items()}
+    "Cut the output `out` to `keep` characters of text (other data over it: a note); what it kept."
+    sizes = {key: len(cell_source({'source': v})) if isinstance(v, (str, list))
+             else len(json.dumps(v)) for key, v in (out.get('data') or {}).items()}
     text = cell_source({'source': out['text']}) if isinstance(out.get('text'), (str, list)) else ''
     if len(text) > keep:
-        out['text'] = text[:keep] + f"\n[... {len(text) - keep} more characters of output not kept]\n"
+        out['text'] = (text[:keep]
+                       + f"\n[... {len(text) - keep} more characters of output not kept]\n")
     if sum(sizes.values()) > keep:
-        out['data'] = {'text/plain': f"[{', '.join(sizes)} output of {sum(sizes.values())} characters not kept]"}
+        said = f"[{', '.join(sizes)} output of {sum(sizes.values())} characters not kept]"
+        out['data'] = {'text/plain': said}
     return min(len(text), keep) + min(sum(sizes.values()), keep)
 
 def bounded_outputs(autograded: Path):
-    """Cut the outputs of the graded notebook `autograded` to `OUTPUT_CHARS` each and `OUTPUTS_CHARS` in all, before it
-    is read for anything else; RuntimeError, the notebook removed, when it is over `GRADED_MIB` MiB."""
+    """Cut the outputs of the graded notebook `autograded` to `OUTPUT_CHARS` each and
+    `OUTPUTS_CHARS` in all, before it is read for anything else; RuntimeError, the notebook
+    removed, when it is over `GRADED_MIB` MiB."""
     size = autograded.stat().st_size
     if size > GRADED_MIB << 20:
         autograded.unlink()
-        raise RuntimeError(f"its outputs are too large: the graded notebook is {size / 2**20:.0f} MiB, more than "
-                           f"the {GRADED_MIB} MiB kept (print less)")
+        raise RuntimeError("its outputs are too large: the graded notebook is "
+                           f"{size / 2**20:.0f} MiB, more than the {GRADED_MIB} MiB kept (print less)")
     if size <= min(OUTPUT_CHARS, OUTPUTS_CHARS):
         return
     nb, left = read_nb(autograded), OUTPUTS_CHARS

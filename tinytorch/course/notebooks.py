@@ -56,24 +56,25 @@ def _nesting(value) -> int:
     deepest, todo = 0, [(value, 1)]
     while todo:
         item, depth = todo.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        children = (item.values() if isinstance(item, dict) else item if isinstance(item, list)
+                    else None)
         if children is not None:
             deepest = max(deepest, depth)
             todo.extend((child, depth + 1) for child in children if isinstance(child, (list, dict)))
     return deepest
 
 # %% ../../nbs/89a_notebooks.ipynb #cell-shape
-_TEXT = (str,)
-
 def _is_text(value) -> bool:
     "A notebook's text: one string, or a list of strings (lines)."
-    return isinstance(value, str) or isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return isinstance(value, str) or (isinstance(value, list)
+                                      and all(isinstance(v, str) for v in value))
 
 def _output_problem(out) -> str | None:
     if not isinstance(out, dict) or not isinstance(out.get('output_type'), str):
         return "an output that is not an object with an output_type"
-    for key, ok in (('text', _is_text), ('traceback', _is_text), ('data', lambda v: isinstance(v, dict)),
-                    ('metadata', lambda v: isinstance(v, dict))):
+    is_dict = lambda v: isinstance(v, dict)
+    for key, ok in (('text', _is_text), ('traceback', _is_text), ('data', is_dict),
+                    ('metadata', is_dict)):
         if key in out and not ok(out[key]):
             return f"an output's {key} of type {type(out[key]).__name__}"
     return None
@@ -93,7 +94,7 @@ def _cell_problem(cell) -> str | None:
 
 # %% ../../nbs/89a_notebooks.ipynb #notebook-shape
 def _shape_problem(nb) -> str | None:
-    "What makes the parsed JSON `nb` not a notebook of format 4 that grading can read; None when nothing does."
+    "What makes the parsed JSON `nb` not a notebook (format 4) grading reads; None: nothing."
     if not isinstance(nb, dict):
         return f"its JSON is a {type(nb).__name__}, not an object"
     for key in ('nbformat', 'nbformat_minor'):
@@ -108,24 +109,27 @@ def _shape_problem(nb) -> str | None:
 
 # %% ../../nbs/89a_notebooks.ipynb #read-submission
 def read_submission(path, shown: str) -> nbformat.NotebookNode:
-    """The student's notebook at `path` (see `reads_nb`), named `shown` in every error: `NotebookError` in one line
-    when it is over `SUBMISSION_MIB` MiB, nested deeper than `NESTING_LIMIT`, has parts of the wrong type or holds
-    text that isn't Unicode."""
+    """The student's notebook at `path` (see `reads_nb`), named `shown` in every error:
+    `NotebookError` in one line when it is over `SUBMISSION_MIB` MiB, nested deeper than
+    `NESTING_LIMIT`, has parts of the wrong type or holds text that isn't Unicode."""
     path = Path(path)
     size = path.stat().st_size
     if size > SUBMISSION_MIB << 20:
-        raise NotebookError(f"{shown} is {size / 2**20:.0f} MiB, more than the {SUBMISSION_MIB} MiB a notebook may be")
+        raise NotebookError(f"{shown} is {size / 2**20:.0f} MiB, more than the "
+                            f"{SUBMISSION_MIB} MiB a notebook may be")
     with open(path, 'rb') as f:
         data = f.read((SUBMISSION_MIB << 20) + 1)
     try:
         text = data.decode('utf-8')
         nb = json.loads(text)
     except UnicodeDecodeError as e:
-        raise NotebookError(f"{shown} is not a readable notebook (not UTF-8 text: {e.reason} at byte {e.start})") from None
+        raise NotebookError(f"{shown} is not a readable notebook (not UTF-8 text: {e.reason} "
+                            f"at byte {e.start})") from None
     except RecursionError:
         raise NotebookError(f"{shown} is nested more than {NESTING_LIMIT} levels deep") from None
     except ValueError as e:
-        raise NotebookError(f"{shown} is not a readable notebook (not JSON: {str(e)[:100]})") from None
+        raise NotebookError(f"{shown} is not a readable notebook (not JSON: {str(e)[:100]})") \
+            from None
     if _nesting(nb) > NESTING_LIMIT:
         raise NotebookError(f"{shown} is nested more than {NESTING_LIMIT} levels deep")
     problem = _shape_problem(nb)
@@ -134,7 +138,8 @@ def read_submission(path, shown: str) -> nbformat.NotebookNode:
     try:
         json.dumps(nb, ensure_ascii=False).encode('utf-8')
     except UnicodeEncodeError as e:
-        raise NotebookError(f"{shown} holds text that isn't Unicode ({e.reason}: {e.object[e.start:e.end]!a})") from None
+        raise NotebookError(f"{shown} holds text that isn't Unicode "
+                            f"({e.reason}: {e.object[e.start:e.end]!a})") from None
     return reads_nb(text, shown)
 
 # %% ../../nbs/89a_notebooks.ipynb #write
