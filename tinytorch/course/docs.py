@@ -183,7 +183,8 @@ exit code: the {ref}`instructor guide's troubleshooting <troubleshooting>`.
 Exit codes, for every command: **0** it did its job; **2** an input was wrong (one line on stderr naming the
 value and what was expected, nothing written); **1** `test` with a failing test, `metadata --check` with
 stale metadata, or a bug in the tooling (Python's traceback: please report it); **3** `grade` graded every
-submission but some need your attention.
+submission but some need your attention (one it couldn't read or grade is `failed`, with the
+reason; the others are graded as usual).
 '''
 
 # %% ../../nbs/94_docs.ipynb #cli-usage

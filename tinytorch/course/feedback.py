@@ -19,12 +19,43 @@ from .untrusted_text import markdown_text
 from .vocabulary import CourseLayout
 
 # %% auto #0
-__all__ = ['NO_ALT_TEXT', 'sanitize_for_feedback', 'feedback_exporter', 'with_alt_text', 'feedback_html', 'own_page',
-           'render_feedback', 'publish_feedback', 'with_comments', 'regenerate_feedback']
+__all__ = ['MARKDOWN_CELL_CHARS', 'MARKDOWN_PAGE_CHARS', 'NO_ALT_TEXT', 'bounded_markdown', 'sanitize_for_feedback',
+           'feedback_exporter', 'with_alt_text', 'feedback_html', 'own_page', 'render_feedback', 'publish_feedback',
+           'with_comments', 'regenerate_feedback']
+
+# %% ../../nbs/93h_feedback.ipynb #bounded-markdown
+MARKDOWN_CELL_CHARS = 5_000       # a longer markdown cell or output is shown as text, not rendered
+MARKDOWN_PAGE_CHARS = 100_000     # and so is all markdown past this much in one page
+
+def _as_text(text: str) -> str:
+    """Markdown that shows `text` as it is: an HTML block, which a markdown parser reads in one
+    pass; `[` as an entity, which nbconvert's `strip_files_prefix` (slow on many `[`) passes over."""
+    return f"<pre>{html.escape(text).replace('[', '&#91;')}</pre>"
+
+def bounded_markdown(nb: dict) -> dict:
+    "`nb` with each markdown cell and markdown output over the limits shown as text (in place)."
+    budget = MARKDOWN_PAGE_CHARS
+    for cell in nb['cells']:
+        code = cell.get('cell_type') == 'code'
+        datas = [out.get('data') or {} for out in cell.get('outputs', [])] if code else []
+        texts = [cell_source(cell)] if cell.get('cell_type') == 'markdown' else []
+        texts += [cell_source({'source': d['text/markdown']})
+                  for d in datas if 'text/markdown' in d]
+        for i, text in enumerate(texts):
+            if len(text) <= min(MARKDOWN_CELL_CHARS, budget):
+                budget -= len(text)
+            elif cell['cell_type'] == 'markdown':
+                cell['source'] = _as_text(text)
+            else:
+                data = [d for d in datas if 'text/markdown' in d][i]
+                data.pop('text/markdown')
+                data.setdefault('text/plain', text)
+    return nb
 
 # %% ../../nbs/93h_feedback.ipynb #feedback
 def sanitize_for_feedback(nb: dict) -> dict:
-    "Remove hidden tests from sources and tracebacks from errors (messages are kept)."
+    """Remove hidden tests from sources and tracebacks from errors (messages are kept); markdown
+    bounded (`bounded_markdown`)."""
     for cell in nb['cells']:
         if cell['cell_type'] != 'code':
             continue
@@ -32,7 +63,7 @@ def sanitize_for_feedback(nb: dict) -> dict:
         for out in cell.get('outputs', []):
             if out.get('output_type') == 'error':
                 out['traceback'] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
-    return nb
+    return bounded_markdown(nb)
 
 # %% ../../nbs/93h_feedback.ipynb #highlighted-code
 class _HighlightedCode(str):

@@ -26,12 +26,15 @@ from tinytorch.course.gradebook import (
     write_submission_course, your_work_lines,
 )
 from .gradebook import autograde_error, kernel_start_timed_out
-from .grading_inputs import empty_parts, exported_module, grading_package, held_submission, own_module_sandbox, repair_submission
+from .grading_inputs import (
+    bounded_outputs, empty_parts, exported_module, failed_alone, grading_package, own_module_sandbox,
+    repair_submission,
+    held_submission as _held, unran_graded_cells as _unran_graded_cells)   # `93s_grading_inputs`
 from tinytorch.course.late import (
     LateWork, describe_lateness, log_late_work, record_lateness, untimed_note,
 )
 from .limits import Limits, describe_limits, enforced, usable_jobs
-from .notebooks import NotebookError, find_notebook, read_nb
+from .notebooks import NotebookError, find_notebook, read_nb, read_submission
 from .progress import Progress
 from .provenance import clear_submissions, is_cleared, notebook_digest, read_cleared, read_receipts
 from .review import answer_digests
@@ -67,20 +70,15 @@ class GradingSetup:
     program: dict | None = None      # the re-check's tests, hidden ones included (`recheck_program` of `notebook`)
     cleared: dict = field(default_factory=dict)        # student -> SHA-256 of a held notebook you cleared (--clear)
 
-# %% ../../nbs/93_grading.ipynb #checks
-def _unran_graded_cells(autograded: Path) -> list:
-    nb = read_nb(autograded)
-    return [c['metadata']['nbgrader']['grade_id'] for c in nb['cells']
-            if c['cell_type'] == 'code' and (c['metadata'].get('nbgrader') or {}).get('grade')
-            and c.get('execution_count') is None]
-
 # %% ../../nbs/93_grading.ipynb #read-submission
 def _read_submission(path: Path, shown: str | None = None) -> dict:
-    "The submission as a notebook dict; RuntimeError naming it as `shown` (default: its file name) when it is not one."
+    """The submission as a notebook dict; RuntimeError naming it as `shown` (default: its file name)
+    in one line when it is not one grading reads (`read_submission`: too large, too deep, ...)."""
     try:
-        return read_nb(path)
-    except (NotebookError, UnicodeDecodeError, OSError):
-        raise RuntimeError(f"{shown or path.name} is not a readable notebook") from None
+        return read_submission(path, shown or path.name)
+    except (NotebookError, OSError) as e:
+        said = str(e) if isinstance(e, NotebookError) else f"{shown or path.name} can't be read"
+        raise RuntimeError(said) from None
 
 # %% ../../nbs/93_grading.ipynb #autograde-run
 def _run_autograde(setup: GradingSetup, student: str, submission: dict, folder: Path,
@@ -119,6 +117,7 @@ def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path
                                        + autograde_error(run.stderr))
         tail = [l for l in run.stderr.splitlines() if 'ERROR' in l][-2:] or run.stderr.strip().splitlines()[-1:]
         raise RuntimeError(f"nbgrader autograde failed (exit {run.returncode}): {' | '.join(tail)[:300]}")
+    bounded_outputs(autograded)                     # outputs cut before anything reads them
     grades = read_copy_grades(CourseLayout(folder).gradebook, setup.assignment, student)
     if set(grades) != set(result.parts):
         result.flags.append(f"nbgrader graded {sorted(grades)} instead of {sorted(result.parts)}")
@@ -266,24 +265,23 @@ def _refused(setup: GradingSetup, found: Found) -> StudentResult | None:
            else found.problem)
     return why and StudentResult(found.student, empty_parts(setup.source), failure=why, sandboxed=setup.sandbox is not None)
 
-# %% ../../nbs/93_grading.ipynb #held
-_held = held_submission    # a submission that looks copied, held at 0 (`93s_grading_inputs`)
-
 # %% ../../nbs/93_grading.ipynb #grade-in-slots
 def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: list, log) -> list:
     slots = queue.Queue()                                   # the user id each free slot grades as (None: no uid)
-    for uid in uids:
-        slots.put(uid)
+    list(map(slots.put, uids))
 
     def work(found: Found):
-        refused = _refused(setup, found) or _held(setup, found)
-        if refused:
-            return refused
-        uid = slots.get()
         try:
-            return grade_one(setup, found.student, found.path, uid, shown=found.shown)
-        finally:
-            slots.put(uid)
+            refused = _refused(setup, found) or _held(setup, found)
+            if refused:
+                return refused
+            uid = slots.get()
+            try:
+                return grade_one(setup, found.student, found.path, uid, shown=found.shown)
+            finally:
+                slots.put(uid)
+        except Exception as e:                       # whatever the submission holds, it fails alone
+            return failed_alone(setup, found.student, e)
 
     results = []
     hidden = secret_lines(setup.source, solutions=False)     # what feedback must never show
@@ -292,13 +290,17 @@ def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: lis
     with ThreadPoolExecutor(max_workers=len(uids)) as pool:
         for found, r in zip(subs, pool.map(work, subs)):
             guard.check(r)
-            if not r.failure:
-                r.flags.extend(found.notes)
-                record_lateness(setup.late, found, r)
-            settle_statuses(r)
-            _publish(setup, course_dir, r, hidden, found)
-            if STUDENT_ID.match(r.student):
-                r.instructor_notes += merge_into_gradebook(course_dir, setup.assignment, r, setup.late)
+            try:
+                if not r.failure:
+                    r.flags.extend(found.notes)
+                    record_lateness(setup.late, found, r)
+                settle_statuses(r)
+                _publish(setup, course_dir, r, hidden, found)
+                if STUDENT_ID.match(r.student):
+                    r.instructor_notes += merge_into_gradebook(course_dir, setup.assignment, r,
+                                                               setup.late)
+            except Exception as e:                   # recording failed: it fails alone, unpublished
+                r = failed_alone(setup, r.student, e, r.workdir)
             guard.accept()
             progress(_result_line(r))
             results.append(r)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import json
 import shutil
 import tempfile
 from dataclasses import replace
@@ -13,14 +14,17 @@ from pathlib import Path
 
 from .assignments import graded_parts
 from .errors import BadInput
-from .grade_table import HELD, Part, StudentResult
-from .notebooks import NotebookError, default_exp, reads_nb, write_nb
+from .grade_table import HELD, Part, StudentResult, settle_statuses
+from tinytorch.course.notebooks import (
+    NotebookError, cell_source, default_exp, read_nb, read_submission, write_nb,
+)
 from .provenance import copied_reasons, notebook_digest
 from .recheck import export_cells, export_source
 from .sandbox import Sandbox
 
 # %% auto #0
-__all__ = ['repair_submission', 'as_handed_in', 'held_submission', 'empty_parts', 'exported_module', 'grading_package',
+__all__ = ['GRADED_MIB', 'OUTPUT_CHARS', 'OUTPUTS_CHARS', 'repair_submission', 'as_handed_in', 'held_submission', 'empty_parts',
+           'failed_alone', 'bounded_outputs', 'unran_graded_cells', 'exported_module', 'grading_package',
            'own_module_sandbox']
 
 # %% ../../nbs/93s_grading_inputs.ipynb #graded-ids
@@ -93,10 +97,9 @@ def held_submission(setup, found) -> StudentResult | None:
     notebook and you haven't cleared it: every part at 0, flagged with why, its notebook `as_handed_in` as the graded
     one; None when it is graded as usual."""
     try:
-        data = found.path.read_bytes()                   # the grader's snapshot
-        nb = reads_nb(data.decode('utf-8'), found.shown)
-        reasons = copied_reasons(nb, setup.source)
-    except (NotebookError, UnicodeDecodeError, OSError):
+        nb = read_submission(found.path, found.shown)    # the grader's snapshot, bounded
+        data, reasons = found.path.read_bytes(), copied_reasons(nb, setup.source)
+    except (NotebookError, OSError):
         return None                                      # grade_one says why it can't be read
     if not reasons or setup.cleared.get(found.student) == notebook_digest(data):
         return None
@@ -116,6 +119,64 @@ def held_submission(setup, found) -> StudentResult | None:
 def empty_parts(source: dict) -> dict:
     "grade_id -> `Part` at 0 points, for every graded part of `source` (`assignments.graded_parts`)."
     return {gid: Part(gid, kind, points, needs_manual=kind == 'answer') for gid, kind, points in graded_parts(source)}
+
+# %% ../../nbs/93s_grading_inputs.ipynb #fail-alone
+def failed_alone(setup, student: str, error: BaseException,
+                 workdir: Path | None = None) -> StudentResult:
+    """The result of `student`'s submission when grading it (in `setup`, a `GradingSetup`)
+    stopped on `error`: every part at 0, failed with a one-line reason; its folder `workdir` removed."""
+    if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)
+    said = (str(error).strip().splitlines() or [''])[0][:200]
+    result = StudentResult(student, empty_parts(setup.source), sandboxed=setup.sandbox is not None,
+                           failure=f"grading stopped on this submission: {type(error).__name__}"
+                                   + (f": {said}" if said else ''))
+    settle_statuses(result)
+    return result
+
+# %% ../../nbs/93s_grading_inputs.ipynb #graded-size
+GRADED_MIB = 32     # a graded notebook larger than this is neither read, stored nor shown
+
+OUTPUT_CHARS = 1 << 20        # characters kept of one output (a text, an image)
+OUTPUTS_CHARS = 4 << 20       # ... and of all of a notebook's outputs
+
+def _cut(out: dict, keep: int) -> int:
+    "Cut the output `out` to `keep` characters of text (other data over it: a note); what it kept."
+    sizes = {key: len(cell_source({'source': v})) if isinstance(v, (str, list))
+             else len(json.dumps(v)) for key, v in (out.get('data') or {}).items()}
+    text = cell_source({'source': out['text']}) if isinstance(out.get('text'), (str, list)) else ''
+    if len(text) > keep:
+        out['text'] = (text[:keep]
+                       + f"\n[... {len(text) - keep} more characters of output not kept]\n")
+    if sum(sizes.values()) > keep:
+        said = f"[{', '.join(sizes)} output of {sum(sizes.values())} characters not kept]"
+        out['data'] = {'text/plain': said}
+    return min(len(text), keep) + min(sum(sizes.values()), keep)
+
+def bounded_outputs(autograded: Path):
+    """Cut the outputs of the graded notebook `autograded` to `OUTPUT_CHARS` each and
+    `OUTPUTS_CHARS` in all, before it is read for anything else; RuntimeError, the notebook
+    removed, when it is over `GRADED_MIB` MiB."""
+    size = autograded.stat().st_size
+    if size > GRADED_MIB << 20:
+        autograded.unlink()
+        raise RuntimeError("its outputs are too large: the graded notebook is "
+                           f"{size / 2**20:.0f} MiB, more than the {GRADED_MIB} MiB kept (print less)")
+    if size <= min(OUTPUT_CHARS, OUTPUTS_CHARS):
+        return
+    nb, left = read_nb(autograded), OUTPUTS_CHARS
+    for cell in nb['cells']:
+        for out in cell.get('outputs', []) if cell['cell_type'] == 'code' else ():
+            left -= _cut(out, max(0, min(OUTPUT_CHARS, left)))
+    write_nb(nb, autograded)
+
+# %% ../../nbs/93s_grading_inputs.ipynb #unran
+def unran_graded_cells(autograded: Path) -> list:
+    "The grade_ids of the graded code cells of the notebook at `autograded` that never ran."
+    nb = read_nb(autograded)
+    return [c['metadata']['nbgrader']['grade_id'] for c in nb['cells']
+            if c['cell_type'] == 'code' and (c['metadata'].get('nbgrader') or {}).get('grade')
+            and c.get('execution_count') is None]
 
 # %% ../../nbs/93s_grading_inputs.ipynb #find-module
 def exported_module(nb: dict, name: str) -> str:

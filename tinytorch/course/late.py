@@ -54,7 +54,7 @@ def parse_time(text: str, what: str, naive_utc: bool = False) -> datetime:
             raise ValueError("no time zone: add one, e.g. 2026-12-01T23:59Z or 2026-12-01T23:59+01:00")
         zone = zone or timezone.utc
         return when.replace(tzinfo=zone).astimezone(timezone.utc)
-    except ValueError as e:
+    except (ValueError, OverflowError) as e:    # Overflow: its zone moves it past year 1 or 9999
         raise BadInput(f"{what} {text.strip()[:80]!r}: {e}") from None
 
 # %% ../../nbs/93l_late.ipynb #stamp

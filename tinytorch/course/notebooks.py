@@ -5,6 +5,7 @@
 # %% ../../nbs/89a_notebooks.ipynb #imports
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -15,9 +16,9 @@ from .errors import BadInput, MissingInput
 from .vocabulary import marked_lines
 
 # %% auto #0
-__all__ = ['EXPORT_DIRECTIVES', 'ANSWER_MARKER', 'TEST_FUNC', 'NotebookError', 'reads_nb', 'read_nb', 'writes_nb', 'write_nb',
-           'cell_source', 'cell_directives', 'parse_directives', 'is_exported', 'default_exp', 'strip_hidden_tests',
-           'nbgrader_fields', 'module_number', 'find_notebook']
+__all__ = ['SUBMISSION_MIB', 'NESTING_LIMIT', 'EXPORT_DIRECTIVES', 'ANSWER_MARKER', 'TEST_FUNC', 'NotebookError', 'reads_nb',
+           'read_nb', 'read_submission', 'writes_nb', 'write_nb', 'cell_source', 'cell_directives', 'parse_directives',
+           'is_exported', 'default_exp', 'strip_hidden_tests', 'nbgrader_fields', 'module_number', 'find_notebook']
 
 # %% ../../nbs/89a_notebooks.ipynb #read
 class NotebookError(BadInput):
@@ -45,6 +46,101 @@ def read_nb(path) -> nbformat.NotebookNode:
     except UnicodeDecodeError as e:
         raise NotebookError(f"{path} is not a readable notebook (not UTF-8 text: {e.reason} at byte {e.start})") from None
     return reads_nb(text, str(path))
+
+# %% ../../nbs/89a_notebooks.ipynb #nesting
+SUBMISSION_MIB = 32           # a submitted notebook larger than this is not read
+NESTING_LIMIT = 200           # nor one nested deeper than this (a notebook nests about ten levels)
+
+def _nesting(value) -> int:
+    "How deep the lists and dicts of `value` nest, counted without recursion."
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        children = (item.values() if isinstance(item, dict) else item if isinstance(item, list)
+                    else None)
+        if children is not None:
+            deepest = max(deepest, depth)
+            todo.extend((child, depth + 1) for child in children if isinstance(child, (list, dict)))
+    return deepest
+
+# %% ../../nbs/89a_notebooks.ipynb #cell-shape
+def _is_text(value) -> bool:
+    "A notebook's text: one string, or a list of strings (lines)."
+    return isinstance(value, str) or (isinstance(value, list)
+                                      and all(isinstance(v, str) for v in value))
+
+def _output_problem(out) -> str | None:
+    if not isinstance(out, dict) or not isinstance(out.get('output_type'), str):
+        return "an output that is not an object with an output_type"
+    is_dict = lambda v: isinstance(v, dict)
+    for key, ok in (('text', _is_text), ('traceback', _is_text), ('data', is_dict),
+                    ('metadata', is_dict)):
+        if key in out and not ok(out[key]):
+            return f"an output's {key} of type {type(out[key]).__name__}"
+    return None
+
+def _cell_problem(cell) -> str | None:
+    "What is wrong with one cell of a notebook (format 4); None when nothing is."
+    if not isinstance(cell, dict) or cell.get('cell_type') not in ('code', 'markdown', 'raw'):
+        return "a cell that is not an object with a cell_type of code, markdown or raw"
+    if not _is_text(cell.get('source', '')):
+        return f"a cell source of type {type(cell['source']).__name__} (expected text)"
+    if not isinstance(cell.get('metadata', {}), dict) or not isinstance(cell.get('id', ''), str):
+        return "a cell whose metadata is not an object or whose id is not text"
+    outputs = cell.get('outputs', [])
+    if not isinstance(outputs, list):
+        return f"a cell's outputs of type {type(outputs).__name__}"
+    return next(filter(None, map(_output_problem, outputs)), None)
+
+# %% ../../nbs/89a_notebooks.ipynb #notebook-shape
+def _shape_problem(nb) -> str | None:
+    "What makes the parsed JSON `nb` not a notebook (format 4) grading reads; None: nothing."
+    if not isinstance(nb, dict):
+        return f"its JSON is a {type(nb).__name__}, not an object"
+    for key in ('nbformat', 'nbformat_minor'):
+        if type(nb.get(key)) is not int:
+            return f"{key} is {str(nb.get(key))[:20]!r}, expected a whole number"
+    if nb['nbformat'] != 4:
+        return f"it is in notebook format {nb['nbformat']}, expected 4"
+    if not isinstance(nb.get('cells'), list) or not isinstance(nb.get('metadata', {}), dict):
+        return "it has no list of cells"
+    problem = next(filter(None, map(_cell_problem, nb['cells'])), None)
+    return problem and f"it has {problem}"
+
+# %% ../../nbs/89a_notebooks.ipynb #read-submission
+def read_submission(path, shown: str) -> nbformat.NotebookNode:
+    """The student's notebook at `path` (see `reads_nb`), named `shown` in every error:
+    `NotebookError` in one line when it is over `SUBMISSION_MIB` MiB, nested deeper than
+    `NESTING_LIMIT`, has parts of the wrong type or holds text that isn't Unicode."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size > SUBMISSION_MIB << 20:
+        raise NotebookError(f"{shown} is {size / 2**20:.0f} MiB, more than the "
+                            f"{SUBMISSION_MIB} MiB a notebook may be")
+    with open(path, 'rb') as f:
+        data = f.read((SUBMISSION_MIB << 20) + 1)
+    try:
+        text = data.decode('utf-8')
+        nb = json.loads(text)
+    except UnicodeDecodeError as e:
+        raise NotebookError(f"{shown} is not a readable notebook (not UTF-8 text: {e.reason} "
+                            f"at byte {e.start})") from None
+    except RecursionError:
+        raise NotebookError(f"{shown} is nested more than {NESTING_LIMIT} levels deep") from None
+    except ValueError as e:
+        raise NotebookError(f"{shown} is not a readable notebook (not JSON: {str(e)[:100]})") \
+            from None
+    if _nesting(nb) > NESTING_LIMIT:
+        raise NotebookError(f"{shown} is nested more than {NESTING_LIMIT} levels deep")
+    problem = _shape_problem(nb)
+    if problem:
+        raise NotebookError(f"{shown} is not a readable notebook: {problem}")
+    try:
+        json.dumps(nb, ensure_ascii=False).encode('utf-8')
+    except UnicodeEncodeError as e:
+        raise NotebookError(f"{shown} holds text that isn't Unicode "
+                            f"({e.reason}: {e.object[e.start:e.end]!a})") from None
+    return reads_nb(text, shown)
 
 # %% ../../nbs/89a_notebooks.ipynb #write
 def writes_nb(nb) -> str:

@@ -37,9 +37,18 @@ def _needs_quote(text: str) -> bool:
     return text[:1] in _FORMULA_START and not _NUMBER.fullmatch(text)
 
 # %% ../../nbs/93m_untrusted_text.ipynb #csv
+_RAW_IN_CSV = {'Cc', 'Cs', 'Zl', 'Zp'}   # controls (line breaks too), surrogates, line separators
+
+def _no_controls(text: str) -> str:
+    "`text` with each control character, lone surrogate and line separator as `printable`'s escape."
+    if text.isprintable():                                        # the common case, checked in C
+        return text
+    return ''.join(_escape(c) if unicodedata.category(c) in _RAW_IN_CSV else c for c in text)
+
 def csv_cell(value) -> str:
-    "`value` as a CSV cell a spreadsheet shows as text: a quote in front of what it would run as a formula."
-    text = '' if value is None else str(value)
+    """`value` as a CSV cell a spreadsheet shows as text: a quote in front of what it would run as a
+    formula, and no raw control character (each one escaped, as `printable` shows it)."""
+    text = _no_controls('' if value is None else str(value))
     return "'" + text if _needs_quote(text) else text
 
 # %% ../../nbs/93m_untrusted_text.ipynb #csv-value
