@@ -12,7 +12,8 @@ import time
 from typing import Dict, Optional, Sequence, Tuple
 
 # %% auto #0
-__all__ = ['UNFINISHED', 'PATIENCE_S', 'SOLO_MAX_CALLS', 'PARALLEL_MIN_BYTES', 'worker_count', 'run_parallel', 'parts_for']
+__all__ = ['UNFINISHED', 'PATIENCE_S', 'SOLO_MAX_CALLS', 'LOAD_TTL_S', 'BUSY_MIN_BYTES', 'PARALLEL_MIN_BYTES', 'worker_count',
+           'run_parallel', 'running_now', 'threads_for_load', 'parts_for']
 
 # %% ../../nbs/11a_parallel.ipynb #count
 _pool: Dict[str, object] = {}           # this process's helper threads and CPU count
@@ -178,11 +179,64 @@ def run_parallel(fn, tasks: Sequence[tuple], threads: Optional[int] = None, give
         raise error
     return results
 
+# %% ../../nbs/11a_parallel.ipynb #load
+LOAD_TTL_S = 0.02              # a reading of the machine's runnable threads is reused this long
+BUSY_MIN_BYTES = 32 << 20      # with no idle CPU, only jobs this large still share their work
+
+def _parse_loadavg(text: bytes) -> Optional[int]:
+    "Runnable threads from `/proc/loadavg`'s text (`b'1.55 2.11 4.04 3/130 11111'`: 3), or None."
+    fields = text.split()
+    if len(fields) < 4 or b'/' not in fields[3] or not fields[3].split(b'/')[0].isdigit():
+        return None
+    return int(fields[3].split(b'/')[0])
+
+def _read_running() -> Optional[int]:
+    "Threads runnable on the whole machine right now, this one included (None: cannot tell)."
+    try:
+        fd = os.open('/proc/loadavg', os.O_RDONLY)
+        try:
+            running = _parse_loadavg(os.read(fd, 256))
+        finally:
+            os.close(fd)
+        if running is not None:
+            return running
+    except OSError:
+        pass
+    try:
+        return int(os.getloadavg()[0]) + 1      # an average: this thread is not sure to be in it
+    except (OSError, AttributeError):
+        return None
+
+def running_now() -> Optional[int]:
+    "`_read_running()`, read again at most every `LOAD_TTL_S` seconds."
+    now = time.monotonic()
+    if now - _pool.get('load_at', -1.0) >= LOAD_TTL_S:
+        _pool['running'], _pool['load_at'] = _read_running(), now
+    return _pool['running']
+
+def threads_for_load(wanted: int, nbytes: int, running: Optional[int], cpus: int) -> int:
+    """How many of `wanted` threads a job of `nbytes` should use while `running` threads (this one
+    included; None: unknown) are runnable on the machine's `cpus` CPUs. One helper per idle CPU;
+    none idle: this thread alone, unless the job is at least `BUSY_MIN_BYTES`."""
+    if wanted <= 1 or running is None:
+        return max(1, wanted)
+    idle = cpus - running
+    if idle >= 1:
+        return min(wanted, 1 + idle)
+    return wanted if nbytes >= BUSY_MIN_BYTES else 1
+
 # %% ../../nbs/11a_parallel.ipynb #split
 PARALLEL_MIN_BYTES = 1 << 20    # below this much work, handing it to a thread costs more than it saves
 
 def parts_for(n: int, nbytes: int) -> int:
-    "How many threads to use for `n` items totalling `nbytes` (small jobs: 1, no `worker_count()`)."
+    """How many threads to use for `n` items totalling `nbytes` (small jobs: 1, no
+    `worker_count()`); without `TINYTORCH_NUM_THREADS`, fewer while the machine has no idle CPU
+    (`threads_for_load`)."""
     if n < 2 or nbytes < 2 * PARALLEL_MIN_BYTES:
         return 1
-    return max(1, min(worker_count(), n, nbytes // PARALLEL_MIN_BYTES))
+    wanted = max(1, min(worker_count(), n, nbytes // PARALLEL_MIN_BYTES))
+    if wanted == 1 or os.environ.get('TINYTORCH_NUM_THREADS', '').strip():
+        return wanted
+    if 'machine_cpus' not in _pool:
+        _pool['machine_cpus'] = os.cpu_count() or 1      # what /proc/loadavg counts across
+    return threads_for_load(wanted, nbytes, running_now(), _pool['machine_cpus'])

@@ -199,13 +199,14 @@ def _shrinking_cuts(n: int, row_bytes: int, parts: int) -> list:
     return cuts
 
 def _gather(table: np.ndarray, ids: np.ndarray, out: np.ndarray, check=None,
-            give_up: bool = False) -> list:
+            give_up: bool = False, parts: Optional[int] = None) -> list:
     """`out[...] = table[ids]` by `np.take` on slices of the ids, shared among the threads; `check()`,
     if given, is the last task, run by whichever thread is free first. Returns the slices `(a, b)`
     of the tasks `run_parallel` gave up on (`give_up=True`; the check's is `(-1, -1)`): a helper may
-    still be writing `out[a:b]`."""
+    still be writing `out[a:b]`. `parts`: the threads to use, if the caller already asked
+    `parts_for`."""
     flat_ids, flat_out = ids.reshape(-1), out.reshape(-1, table.shape[1])   # (n,), (n, dim)
-    parts = parts_for(flat_ids.size, out.nbytes)
+    parts = parts_for(flat_ids.size, out.nbytes) if parts is None else parts
     cuts = _shrinking_cuts(flat_ids.size, table.shape[1] * table.itemsize, parts)
     def task(a, b):
         if a < 0:
@@ -258,10 +259,11 @@ def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
     if type(ids) is not np.ndarray or ids.dtype.kind not in 'iu' or not ids.dtype.isnative:
         ids = as_token_ids(ids, None)
     rows = np.empty(ids.shape + table.shape[1:], table.dtype)                 # (*ids.shape, dim)
-    if parts_for(ids.size, rows.nbytes) == 1:       # one thread: check, then one np.take
+    parts = parts_for(ids.size, rows.nbytes)       # 1 also when the machine has no idle CPU
+    if parts == 1:                                  # one thread: check, then one np.take
         return np.take(table, as_token_ids(ids, table.shape[0]), axis=0, out=rows, mode='clip')
     check = lambda: as_token_ids(ids, table.shape[0])             # raises for a bad id
-    unfinished = _gather(table, ids, rows, check=check, give_up=True)
+    unfinished = _gather(table, ids, rows, check=check, give_up=True, parts=parts)
     return _finish_alone(table, ids, rows, unfinished) if unfinished else rows
 
 # %% ../../nbs/11b_row_kernels.ipynb #add-rows
