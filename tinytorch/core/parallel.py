@@ -12,8 +12,8 @@ import time
 from typing import Dict, Optional, Sequence, Tuple
 
 # %% auto #0
-__all__ = ['UNFINISHED', 'PATIENCE_S', 'SOLO_MAX_CALLS', 'LOAD_TTL_S', 'BUSY_MIN_BYTES', 'PARALLEL_MIN_BYTES', 'worker_count',
-           'run_parallel', 'running_now', 'threads_for_load', 'parts_for']
+__all__ = ['UNFINISHED', 'PATIENCE_S', 'SOLO_MAX_CALLS', 'LOAD_TTL_S', 'BUSY_MIN_BYTES', 'PROBE_EVERY', 'PARALLEL_MIN_BYTES',
+           'worker_count', 'run_parallel', 'running_now', 'threads_for_load', 'alone_first', 'note_time', 'parts_for']
 
 # %% ../../nbs/11a_parallel.ipynb #count
 _pool: Dict[str, object] = {}           # this process's helper threads and CPU count
@@ -224,6 +224,38 @@ def threads_for_load(wanted: int, nbytes: int, running: Optional[int], cpus: int
     if idle >= 1:
         return min(wanted, 1 + idle)
     return wanted if nbytes >= BUSY_MIN_BYTES else 1
+
+# %% ../../nbs/11a_parallel.ipynb #measured
+PROBE_EVERY = 64        # a job shared this many times in a row runs alone once, to be timed again
+_timings: Dict[tuple, list] = {}    # job key -> [one-thread seconds or None, shared calls since]
+
+def _shared_paid(seconds: float, alone: Optional[float]) -> bool:
+    "True if a shared call of `seconds` was no slower than the job alone (`alone`: None, unknown)."
+    return alone is None or seconds <= alone
+
+def alone_first(key) -> bool:
+    """True if this call of the job `key` should run on the calling thread alone: the helpers sit
+    out (adaptive back-off; this call counts as one of those), or its one-thread time is due. Never
+    with `TINYTORCH_NUM_THREADS` set: the count set is the count used."""
+    if os.environ.get('TINYTORCH_NUM_THREADS', '').strip():
+        return False
+    if _pool.get('solo', 0) > 0:
+        _pool['solo'] -= 1
+        return True
+    known = _timings.get(key)
+    return known is None or known[0] is None or known[1] >= PROBE_EVERY
+
+def note_time(key, seconds: float, shared: bool):
+    "Keep a call's time: one thread, the job's estimate; shared and slower, the helpers sit out."
+    if len(_timings) > 256:
+        _timings.clear()                           # many different jobs: nothing repeats
+    known = _timings.setdefault(key, [None, 0])
+    if not shared:
+        known[0], known[1] = seconds if known[0] is None else (known[0] + seconds) / 2, 0
+        return
+    known[1] += 1
+    if not _shared_paid(seconds, known[0]):
+        _pool['solo'] = _pool['solo_backoff'] = _solo_next(_pool.get('solo_backoff', 0), 0, False)
 
 # %% ../../nbs/11a_parallel.ipynb #split
 PARALLEL_MIN_BYTES = 1 << 20    # below this much work, handing it to a thread costs more than it saves

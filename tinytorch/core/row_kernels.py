@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from typing import List, NamedTuple, Optional
 
 import numpy as np
 
-from .parallel import UNFINISHED, parts_for, run_parallel
+from .parallel import UNFINISHED, alone_first, note_time, parts_for, run_parallel
 from .tensor import Tensor, check_skip
 
 # %% auto #0
@@ -254,7 +255,9 @@ def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
     whichever finishes first checks. With `mode='clip'` a bad id never makes the gather fail, so the
     error is always the check's `TokenIdError`; the new array is dropped: nothing else was written.
     A helper held up by a busy machine is not waited for: its slice is done again by this thread,
-    into a fresh copy of the rows (`_finish_alone`)."""
+    into a fresh copy of the rows (`_finish_alone`). A job large enough to share is timed
+    (`alone_first`, `note_time`): shared calls slower than the same job alone send the next calls
+    to this thread alone."""
     _refuse_if_withheld('lookup_rows')
     if type(ids) is not np.ndarray or ids.dtype.kind not in 'iu' or not ids.dtype.isnative:
         ids = as_token_ids(ids, None)
@@ -262,9 +265,16 @@ def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
     parts = parts_for(ids.size, rows.nbytes)       # 1 also when the machine has no idle CPU
     if parts == 1:                                  # one thread: check, then one np.take
         return np.take(table, as_token_ids(ids, table.shape[0]), axis=0, out=rows, mode='clip')
+    job, start = (table.shape, table.dtype.str, ids.size), time.perf_counter()
+    if alone_first(job):                            # timed alone, or the helpers sit out
+        np.take(table, as_token_ids(ids, table.shape[0]), axis=0, out=rows, mode='clip')
+        note_time(job, time.perf_counter() - start, shared=False)
+        return rows
     check = lambda: as_token_ids(ids, table.shape[0])             # raises for a bad id
     unfinished = _gather(table, ids, rows, check=check, give_up=True, parts=parts)
-    return _finish_alone(table, ids, rows, unfinished) if unfinished else rows
+    rows = _finish_alone(table, ids, rows, unfinished) if unfinished else rows
+    note_time(job, time.perf_counter() - start, shared=True)
+    return rows
 
 # %% ../../nbs/11b_row_kernels.ipynb #add-rows
 _CHUNK_BYTES = 1 << 19      # rows staged through a buffer of this size stay in the core's cache
