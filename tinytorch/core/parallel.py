@@ -227,7 +227,7 @@ def threads_for_load(wanted: int, nbytes: int, running: Optional[int], cpus: int
 
 # %% ../../nbs/11a_parallel.ipynb #measured
 PROBE_EVERY = 64        # a job shared this many times in a row runs alone once, to be timed again
-_timings: Dict[tuple, list] = {}    # job key -> [one-thread seconds or None, shared calls since]
+_timings: Dict[tuple, list] = {}    # job key -> [one-thread seconds, shared calls since, times alone]
 
 def _shared_paid(seconds: float, alone: Optional[float]) -> bool:
     "True if a shared call of `seconds` was no slower than the job alone (`alone`: None, unknown)."
@@ -243,15 +243,17 @@ def alone_first(key) -> bool:
         _pool['solo'] -= 1
         return True
     known = _timings.get(key)
-    return known is None or known[0] is None or known[1] >= PROBE_EVERY
+    return known is None or known[2] < 2 or known[1] >= PROBE_EVERY
 
 def note_time(key, seconds: float, shared: bool):
-    "Keep a call's time: one thread, the job's estimate; shared and slower, the helpers sit out."
+    """Keep a call's time: alone, the job's one-thread time (the second call's, then the mean of
+    the last and the new); shared and slower than that, the helpers sit out."""
     if len(_timings) > 256:
         _timings.clear()                           # many different jobs: nothing repeats
-    known = _timings.setdefault(key, [None, 0])
-    if not shared:
-        known[0], known[1] = seconds if known[0] is None else (known[0] + seconds) / 2, 0
+    known = _timings.setdefault(key, [None, 0, 0])
+    if not shared:                                 # the first time alone (cold caches) is replaced
+        mean = seconds if known[2] < 2 else (known[0] + seconds) / 2
+        known[0], known[1], known[2] = mean, 0, known[2] + 1
         return
     known[1] += 1
     if not _shared_paid(seconds, known[0]):
