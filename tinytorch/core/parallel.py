@@ -12,8 +12,9 @@ import time
 from typing import Dict, Optional, Sequence, Tuple
 
 # %% auto #0
-__all__ = ['UNFINISHED', 'PATIENCE_S', 'SOLO_MAX_CALLS', 'LOAD_TTL_S', 'BUSY_MIN_BYTES', 'PROBE_EVERY', 'PARALLEL_MIN_BYTES',
-           'worker_count', 'run_parallel', 'running_now', 'threads_for_load', 'alone_first', 'note_time', 'parts_for']
+__all__ = ['UNFINISHED', 'PATIENCE_S', 'SOLO_MAX_CALLS', 'LOAD_TTL_S', 'BUSY_MIN_BYTES', 'PROBE_EVERY', 'SLOWER_IN_A_ROW',
+           'PARALLEL_MIN_BYTES', 'worker_count', 'run_parallel', 'running_now', 'threads_for_load', 'alone_first',
+           'note_time', 'parts_for']
 
 # %% ../../nbs/11a_parallel.ipynb #count
 _pool: Dict[str, object] = {}           # this process's helper threads and CPU count
@@ -227,7 +228,8 @@ def threads_for_load(wanted: int, nbytes: int, running: Optional[int], cpus: int
 
 # %% ../../nbs/11a_parallel.ipynb #measured
 PROBE_EVERY = 64        # a job shared this many times in a row runs alone once, to be timed again
-_timings: Dict[tuple, list] = {}    # job key -> [one-thread seconds, shared calls since, times alone]
+SLOWER_IN_A_ROW = 2     # shared calls in a row slower than alone before the helpers sit out
+_timings: Dict[tuple, list] = {}    # job -> [alone s, shared since, times alone, slower in a row]
 
 def _shared_paid(seconds: float, alone: Optional[float]) -> bool:
     "True if a shared call of `seconds` was no slower than the job alone (`alone`: None, unknown)."
@@ -247,16 +249,19 @@ def alone_first(key) -> bool:
 
 def note_time(key, seconds: float, shared: bool):
     """Keep a call's time: alone, the job's one-thread time (the second call's, then the mean of
-    the last and the new); shared and slower than that, the helpers sit out."""
+    the last and the new); shared and slower than that `SLOWER_IN_A_ROW` times in a row, the
+    helpers sit out."""
     if len(_timings) > 256:
         _timings.clear()                           # many different jobs: nothing repeats
-    known = _timings.setdefault(key, [None, 0, 0])
+    known = _timings.setdefault(key, [None, 0, 0, 0])
     if not shared:                                 # the first time alone (cold caches) is replaced
         mean = seconds if known[2] < 2 else (known[0] + seconds) / 2
         known[0], known[1], known[2] = mean, 0, known[2] + 1
         return
     known[1] += 1
-    if not _shared_paid(seconds, known[0]):
+    known[3] = 0 if _shared_paid(seconds, known[0]) else known[3] + 1
+    if known[3] >= SLOWER_IN_A_ROW:               # not one unlucky call: sharing does not pay now
+        known[3] = 0
         _pool['solo'] = _pool['solo_backoff'] = _solo_next(_pool.get('solo_backoff', 0), 0, False)
 
 # %% ../../nbs/11a_parallel.ipynb #split
