@@ -267,10 +267,11 @@ def note_time(key, seconds: float, shared: bool):
 # %% ../../nbs/11a_parallel.ipynb #split
 PARALLEL_MIN_BYTES = 1 << 20    # below this much work, handing it to a thread costs more than it saves
 
-def parts_for(n: int, nbytes: int) -> int:
+def parts_for(n: int, nbytes: int, moved: Optional[int] = None) -> int:
     """How many threads to use for `n` items totalling `nbytes` (small jobs: 1, no
     `worker_count()`); without `TINYTORCH_NUM_THREADS`, fewer while the machine has no idle CPU
-    (`threads_for_load`)."""
+    (`threads_for_load`, which weighs `moved` bytes, if given: all the job writes, say a whole
+    gradient table filled for a few rows)."""
     if n < 2 or nbytes < 2 * PARALLEL_MIN_BYTES:
         return 1
     wanted = max(1, min(worker_count(), n, nbytes // PARALLEL_MIN_BYTES))
@@ -278,4 +279,5 @@ def parts_for(n: int, nbytes: int) -> int:
         return wanted
     if 'machine_cpus' not in _pool:
         _pool['machine_cpus'] = os.cpu_count() or 1      # what /proc/loadavg counts across
-    return threads_for_load(wanted, nbytes, running_now(), _pool['machine_cpus'])
+    moved = nbytes if moved is None else max(nbytes, moved)
+    return threads_for_load(wanted, moved, running_now(), _pool['machine_cpus'])

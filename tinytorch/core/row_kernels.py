@@ -410,7 +410,8 @@ def _new_plan(ids, num_rows, row_bytes, fresh, skip, parts) -> Optional[_Plan]:
 def _plan_for(ids, num_rows, row_bytes, fresh, skip) -> Optional[_Plan]:
     """The plan for `ids`, made once for the same ids seen again: a remembered plan is used only if
     its copy of the ids equals `ids` element by element, so ids changed in place get a new plan."""
-    parts = parts_for(ids.size, ids.size * row_bytes)
+    moved = num_rows * row_bytes if fresh else None     # a fresh table is written whole
+    parts = parts_for(ids.size, ids.size * row_bytes, moved)
     if ids.size > _PLAN_MAX_IDS:
         return _new_plan(ids, num_rows, row_bytes, fresh, skip, parts)
     key = (num_rows, skip, ids.size, ids.dtype.str, row_bytes, parts, fresh)
