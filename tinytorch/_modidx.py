@@ -254,6 +254,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                          'tinytorch.core.parallel._keep_off': ('parallel.html#_keep_off', 'tinytorch/core/parallel.py'),
                                          'tinytorch.core.parallel._parse_loadavg': ( 'parallel.html#_parse_loadavg',
                                                                                      'tinytorch/core/parallel.py'),
+                                         'tinytorch.core.parallel._patience': ('parallel.html#_patience', 'tinytorch/core/parallel.py'),
                                          'tinytorch.core.parallel._read_running': ( 'parallel.html#_read_running',
                                                                                     'tinytorch/core/parallel.py'),
                                          'tinytorch.core.parallel._run_solo': ('parallel.html#_run_solo', 'tinytorch/core/parallel.py'),

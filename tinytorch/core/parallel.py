@@ -12,9 +12,9 @@ import time
 from typing import Dict, Optional, Sequence, Tuple
 
 # %% auto #0
-__all__ = ['UNFINISHED', 'PATIENCE_S', 'SOLO_MAX_CALLS', 'LOAD_TTL_S', 'BUSY_MIN_BYTES', 'PROBE_EVERY', 'SLOWER_IN_A_ROW',
-           'PARALLEL_MIN_BYTES', 'worker_count', 'run_parallel', 'running_now', 'threads_for_load', 'alone_first',
-           'note_time', 'parts_for']
+__all__ = ['UNFINISHED', 'PATIENCE_S', 'REDO_SHARE', 'SOLO_MAX_CALLS', 'LOAD_TTL_S', 'BUSY_MIN_BYTES', 'PROBE_EVERY',
+           'SLOWER_IN_A_ROW', 'PARALLEL_MIN_BYTES', 'worker_count', 'run_parallel', 'running_now', 'threads_for_load',
+           'alone_first', 'note_time', 'parts_for']
 
 # %% ../../nbs/11a_parallel.ipynb #count
 _pool: Dict[str, object] = {}           # this process's helper threads and CPU count
@@ -62,6 +62,7 @@ class _Batch:
         self.all_done.acquire()                  # released by the last task to finish once the caller waits
         self.caller_cpu = _cpu_now()
         self.helped, self.longest = 0, 0.0       # tasks helpers started; caller's longest task (s)
+        self.worked = 0.0                        # the caller's time in tasks, all of them (s)
 
     def work(self, caller: bool = False):
         "Take the next task and run it until none is left; the caller also times its own tasks."
@@ -81,7 +82,8 @@ class _Batch:
                     self.next = len(self.tasks)  # nobody starts another task
             finally:
                 if caller:
-                    self.longest = max(self.longest, time.perf_counter() - start)
+                    took = time.perf_counter() - start
+                    self.longest, self.worked = max(self.longest, took), self.worked + took
                 with self.lock:
                     self.running -= 1
                     if self.running == 0 and self.waiting:
@@ -108,6 +110,7 @@ def _serve(batches: queue.SimpleQueue):
 
 # %% ../../nbs/11a_parallel.ipynb #run-2
 PATIENCE_S = 100e-6      # `give_up`: the caller waits this much longer than its longest task
+REDO_SHARE = 0.5         # ... or this share of its own work, if longer (`_patience`)
 SOLO_MAX_CALLS = 16      # `adaptive`: at most this many calls in a row run without helpers
 
 def _helpers(wanted: int) -> Tuple[queue.SimpleQueue, int]:
@@ -135,6 +138,14 @@ def _run_solo(adaptive: bool) -> bool:
         _pool['solo'] -= 1
         return True
     return False
+
+def _patience(longest: float, worked: float) -> float:
+    """How long the caller of `run_parallel(..., give_up=True)`, its own tasks done, waits for
+    a helper's: its longest task plus `PATIENCE_S`, or plus `REDO_SHARE` of all its own work if
+    that is longer. Giving up means copying every row done so far into a new array, about half as
+    long as fetching them took: on a long job, a helper a few milliseconds late is cheaper to wait
+    for."""
+    return longest + max(PATIENCE_S, REDO_SHARE * worked)
 
 # %% ../../nbs/11a_parallel.ipynb #run-parallel
 def run_parallel(fn, tasks: Sequence[tuple], threads: Optional[int] = None, give_up: bool = False,
@@ -168,7 +179,7 @@ def run_parallel(fn, tasks: Sequence[tuple], threads: Optional[int] = None, give
     if batch.waiting:
         if not give_up:
             batch.all_done.acquire()
-        elif not batch.all_done.acquire(timeout=batch.longest + PATIENCE_S):
+        elif not batch.all_done.acquire(timeout=_patience(batch.longest, batch.worked)):
             with batch.lock:
                 gave_up = batch.running > 0
     if adaptive:
