@@ -159,7 +159,8 @@ def run_parallel(fn, tasks: Sequence[tuple], threads: Optional[int] = None, give
     only after every running task has finished: nothing writes after this returns.
 
     `give_up=True`: once this thread has no task left, it waits for a helper's task at most
-    `PATIENCE_S` longer than its own longest task took; a task still running then (its helper was
+    `_patience(...)` (100 µs more than its own longest task, or half its own work time if
+    longer); a task still running then (its helper was
     descheduled by a busy machine) gets the result `UNFINISHED`, and may still be writing after this
     returns: the caller redoes it somewhere that helper cannot write. `adaptive=True`: when the
     helpers did not help (took no task, or were given up on), the next calls run on this thread
