@@ -12,7 +12,9 @@ import time
 from typing import Dict, Optional, Sequence, Tuple
 
 # %% auto #0
-__all__ = ['UNFINISHED', 'PATIENCE_S', 'SOLO_MAX_CALLS', 'PARALLEL_MIN_BYTES', 'worker_count', 'run_parallel', 'parts_for']
+__all__ = ['UNFINISHED', 'PATIENCE_S', 'REDO_SHARE', 'SOLO_MAX_CALLS', 'LOAD_TTL_S', 'BUSY_MIN_BYTES', 'PROBE_EVERY',
+           'SLOWER_IN_A_ROW', 'PARALLEL_MIN_BYTES', 'worker_count', 'run_parallel', 'running_now', 'threads_for_load',
+           'alone_first', 'note_time', 'parts_for']
 
 # %% ../../nbs/11a_parallel.ipynb #count
 _pool: Dict[str, object] = {}           # this process's helper threads and CPU count
@@ -60,6 +62,7 @@ class _Batch:
         self.all_done.acquire()                  # released by the last task to finish once the caller waits
         self.caller_cpu = _cpu_now()
         self.helped, self.longest = 0, 0.0       # tasks helpers started; caller's longest task (s)
+        self.worked = 0.0                        # the caller's time in tasks, all of them (s)
 
     def work(self, caller: bool = False):
         "Take the next task and run it until none is left; the caller also times its own tasks."
@@ -79,7 +82,8 @@ class _Batch:
                     self.next = len(self.tasks)  # nobody starts another task
             finally:
                 if caller:
-                    self.longest = max(self.longest, time.perf_counter() - start)
+                    took = time.perf_counter() - start
+                    self.longest, self.worked = max(self.longest, took), self.worked + took
                 with self.lock:
                     self.running -= 1
                     if self.running == 0 and self.waiting:
@@ -106,6 +110,7 @@ def _serve(batches: queue.SimpleQueue):
 
 # %% ../../nbs/11a_parallel.ipynb #run-2
 PATIENCE_S = 100e-6      # `give_up`: the caller waits this much longer than its longest task
+REDO_SHARE = 0.5         # ... or this share of its own work, if longer (`_patience`)
 SOLO_MAX_CALLS = 16      # `adaptive`: at most this many calls in a row run without helpers
 
 def _helpers(wanted: int) -> Tuple[queue.SimpleQueue, int]:
@@ -134,6 +139,14 @@ def _run_solo(adaptive: bool) -> bool:
         return True
     return False
 
+def _patience(longest: float, worked: float) -> float:
+    """How long the caller of `run_parallel(..., give_up=True)`, its own tasks done, waits for
+    a helper's: its longest task plus `PATIENCE_S`, or plus `REDO_SHARE` of all its own work if
+    that is longer. Giving up means copying every row done so far into a new array, about half as
+    long as fetching them took: on a long job, a helper a few milliseconds late is cheaper to wait
+    for."""
+    return longest + max(PATIENCE_S, REDO_SHARE * worked)
+
 # %% ../../nbs/11a_parallel.ipynb #run-parallel
 def run_parallel(fn, tasks: Sequence[tuple], threads: Optional[int] = None, give_up: bool = False,
                  adaptive: bool = False) -> list:
@@ -146,7 +159,8 @@ def run_parallel(fn, tasks: Sequence[tuple], threads: Optional[int] = None, give
     only after every running task has finished: nothing writes after this returns.
 
     `give_up=True`: once this thread has no task left, it waits for a helper's task at most
-    `PATIENCE_S` longer than its own longest task took; a task still running then (its helper was
+    `_patience(...)` (100 µs more than its own longest task, or half its own work time if
+    longer); a task still running then (its helper was
     descheduled by a busy machine) gets the result `UNFINISHED`, and may still be writing after this
     returns: the caller redoes it somewhere that helper cannot write. `adaptive=True`: when the
     helpers did not help (took no task, or were given up on), the next calls run on this thread
@@ -166,7 +180,7 @@ def run_parallel(fn, tasks: Sequence[tuple], threads: Optional[int] = None, give
     if batch.waiting:
         if not give_up:
             batch.all_done.acquire()
-        elif not batch.all_done.acquire(timeout=batch.longest + PATIENCE_S):
+        elif not batch.all_done.acquire(timeout=_patience(batch.longest, batch.worked)):
             with batch.lock:
                 gave_up = batch.running > 0
     if adaptive:
@@ -178,11 +192,104 @@ def run_parallel(fn, tasks: Sequence[tuple], threads: Optional[int] = None, give
         raise error
     return results
 
+# %% ../../nbs/11a_parallel.ipynb #load
+LOAD_TTL_S = 0.02              # a reading of the machine's runnable threads is reused this long
+BUSY_MIN_BYTES = 32 << 20      # with no idle CPU, only jobs this large still share their work
+
+def _parse_loadavg(text: bytes) -> Optional[int]:
+    "Runnable threads from `/proc/loadavg`'s text (`b'1.55 2.11 4.04 3/130 11111'`: 3), or None."
+    fields = text.split()
+    if len(fields) < 4 or b'/' not in fields[3] or not fields[3].split(b'/')[0].isdigit():
+        return None
+    return int(fields[3].split(b'/')[0])
+
+def _read_running() -> Optional[int]:
+    "Threads runnable on the whole machine right now, this one included (None: cannot tell)."
+    try:
+        fd = os.open('/proc/loadavg', os.O_RDONLY)
+        try:
+            running = _parse_loadavg(os.read(fd, 256))
+        finally:
+            os.close(fd)
+        if running is not None:
+            return running
+    except OSError:
+        pass
+    try:
+        return int(os.getloadavg()[0]) + 1      # an average: this thread is not sure to be in it
+    except (OSError, AttributeError):
+        return None
+
+def running_now() -> Optional[int]:
+    "`_read_running()`, read again at most every `LOAD_TTL_S` seconds."
+    now = time.monotonic()
+    if now - _pool.get('load_at', -1.0) >= LOAD_TTL_S:
+        _pool['running'], _pool['load_at'] = _read_running(), now
+    return _pool['running']
+
+def threads_for_load(wanted: int, nbytes: int, running: Optional[int], cpus: int) -> int:
+    """How many of `wanted` threads a job of `nbytes` should use while `running` threads (this one
+    included; None: unknown) are runnable on the machine's `cpus` CPUs. One helper per idle CPU;
+    none idle: this thread alone, unless the job is at least `BUSY_MIN_BYTES`."""
+    if wanted <= 1 or running is None:
+        return max(1, wanted)
+    idle = cpus - running
+    if idle >= 1:
+        return min(wanted, 1 + idle)
+    return wanted if nbytes >= BUSY_MIN_BYTES else 1
+
+# %% ../../nbs/11a_parallel.ipynb #measured
+PROBE_EVERY = 64        # a job shared this many times in a row runs alone once, to be timed again
+SLOWER_IN_A_ROW = 2     # shared calls in a row slower than alone before the helpers sit out
+_timings: Dict[tuple, list] = {}    # job -> [alone s, shared since, times alone, slower in a row]
+
+def _shared_paid(seconds: float, alone: Optional[float]) -> bool:
+    "True if a shared call of `seconds` was no slower than the job alone (`alone`: None, unknown)."
+    return alone is None or seconds <= alone
+
+def alone_first(key) -> bool:
+    """True if this call of the job `key` should run on the calling thread alone: the helpers sit
+    out (adaptive back-off; this call counts as one of those), or its one-thread time is due. Never
+    with `TINYTORCH_NUM_THREADS` set: the count set is the count used."""
+    if os.environ.get('TINYTORCH_NUM_THREADS', '').strip():
+        return False
+    if _pool.get('solo', 0) > 0:
+        _pool['solo'] -= 1
+        return True
+    known = _timings.get(key)
+    return known is None or known[2] < 2 or known[1] >= PROBE_EVERY
+
+def note_time(key, seconds: float, shared: bool):
+    """Keep a call's time: alone, the job's one-thread time (the second call's, then the mean of
+    the last and the new); shared and slower than that `SLOWER_IN_A_ROW` times in a row, the
+    helpers sit out."""
+    if len(_timings) > 256:
+        _timings.clear()                           # many different jobs: nothing repeats
+    known = _timings.setdefault(key, [None, 0, 0, 0])
+    if not shared:                                 # the first time alone (cold caches) is replaced
+        mean = seconds if known[2] < 2 else (known[0] + seconds) / 2
+        known[0], known[1], known[2] = mean, 0, known[2] + 1
+        return
+    known[1] += 1
+    known[3] = 0 if _shared_paid(seconds, known[0]) else known[3] + 1
+    if known[3] >= SLOWER_IN_A_ROW:               # not one unlucky call: sharing does not pay now
+        known[3] = 0
+        _pool['solo'] = _pool['solo_backoff'] = _solo_next(_pool.get('solo_backoff', 0), 0, False)
+
 # %% ../../nbs/11a_parallel.ipynb #split
 PARALLEL_MIN_BYTES = 1 << 20    # below this much work, handing it to a thread costs more than it saves
 
-def parts_for(n: int, nbytes: int) -> int:
-    "How many threads to use for `n` items totalling `nbytes` (small jobs: 1, no `worker_count()`)."
+def parts_for(n: int, nbytes: int, moved: Optional[int] = None) -> int:
+    """How many threads to use for `n` items totalling `nbytes` (small jobs: 1, no
+    `worker_count()`); without `TINYTORCH_NUM_THREADS`, fewer while the machine has no idle CPU
+    (`threads_for_load`, which weighs `moved` bytes, if given: all the job writes, say a whole
+    gradient table filled for a few rows)."""
     if n < 2 or nbytes < 2 * PARALLEL_MIN_BYTES:
         return 1
-    return max(1, min(worker_count(), n, nbytes // PARALLEL_MIN_BYTES))
+    wanted = max(1, min(worker_count(), n, nbytes // PARALLEL_MIN_BYTES))
+    if wanted == 1 or os.environ.get('TINYTORCH_NUM_THREADS', '').strip():
+        return wanted
+    if 'machine_cpus' not in _pool:
+        _pool['machine_cpus'] = os.cpu_count() or 1      # what /proc/loadavg counts across
+    moved = nbytes if moved is None else max(nbytes, moved)
+    return threads_for_load(wanted, moved, running_now(), _pool['machine_cpus'])

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from typing import List, NamedTuple, Optional
 
 import numpy as np
 
-from .parallel import UNFINISHED, parts_for, run_parallel
+from .parallel import UNFINISHED, alone_first, note_time, parts_for, run_parallel
 from .tensor import Tensor, check_skip
 
 # %% auto #0
@@ -199,13 +200,14 @@ def _shrinking_cuts(n: int, row_bytes: int, parts: int) -> list:
     return cuts
 
 def _gather(table: np.ndarray, ids: np.ndarray, out: np.ndarray, check=None,
-            give_up: bool = False) -> list:
+            give_up: bool = False, parts: Optional[int] = None) -> list:
     """`out[...] = table[ids]` by `np.take` on slices of the ids, shared among the threads; `check()`,
     if given, is the last task, run by whichever thread is free first. Returns the slices `(a, b)`
     of the tasks `run_parallel` gave up on (`give_up=True`; the check's is `(-1, -1)`): a helper may
-    still be writing `out[a:b]`."""
+    still be writing `out[a:b]`. `parts`: the threads to use, if the caller already asked
+    `parts_for`."""
     flat_ids, flat_out = ids.reshape(-1), out.reshape(-1, table.shape[1])   # (n,), (n, dim)
-    parts = parts_for(flat_ids.size, out.nbytes)
+    parts = parts_for(flat_ids.size, out.nbytes) if parts is None else parts
     cuts = _shrinking_cuts(flat_ids.size, table.shape[1] * table.itemsize, parts)
     def task(a, b):
         if a < 0:
@@ -253,16 +255,26 @@ def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
     whichever finishes first checks. With `mode='clip'` a bad id never makes the gather fail, so the
     error is always the check's `TokenIdError`; the new array is dropped: nothing else was written.
     A helper held up by a busy machine is not waited for: its slice is done again by this thread,
-    into a fresh copy of the rows (`_finish_alone`)."""
+    into a fresh copy of the rows (`_finish_alone`). A job large enough to share is timed
+    (`alone_first`, `note_time`): shared calls slower than the same job alone send the next calls
+    to this thread alone."""
     _refuse_if_withheld('lookup_rows')
     if type(ids) is not np.ndarray or ids.dtype.kind not in 'iu' or not ids.dtype.isnative:
         ids = as_token_ids(ids, None)
     rows = np.empty(ids.shape + table.shape[1:], table.dtype)                 # (*ids.shape, dim)
-    if parts_for(ids.size, rows.nbytes) == 1:       # one thread: check, then one np.take
+    parts = parts_for(ids.size, rows.nbytes)       # 1 also when the machine has no idle CPU
+    if parts == 1:                                  # one thread: check, then one np.take
         return np.take(table, as_token_ids(ids, table.shape[0]), axis=0, out=rows, mode='clip')
+    job, start = (table.shape, table.dtype.str, ids.size), time.perf_counter()
+    if alone_first(job):                            # timed alone, or the helpers sit out
+        np.take(table, as_token_ids(ids, table.shape[0]), axis=0, out=rows, mode='clip')
+        note_time(job, time.perf_counter() - start, shared=False)
+        return rows
     check = lambda: as_token_ids(ids, table.shape[0])             # raises for a bad id
-    unfinished = _gather(table, ids, rows, check=check, give_up=True)
-    return _finish_alone(table, ids, rows, unfinished) if unfinished else rows
+    unfinished = _gather(table, ids, rows, check=check, give_up=True, parts=parts)
+    rows = _finish_alone(table, ids, rows, unfinished) if unfinished else rows
+    note_time(job, time.perf_counter() - start, shared=True)
+    return rows
 
 # %% ../../nbs/11b_row_kernels.ipynb #add-rows
 _CHUNK_BYTES = 1 << 19      # rows staged through a buffer of this size stay in the core's cache
@@ -398,7 +410,8 @@ def _new_plan(ids, num_rows, row_bytes, fresh, skip, parts) -> Optional[_Plan]:
 def _plan_for(ids, num_rows, row_bytes, fresh, skip) -> Optional[_Plan]:
     """The plan for `ids`, made once for the same ids seen again: a remembered plan is used only if
     its copy of the ids equals `ids` element by element, so ids changed in place get a new plan."""
-    parts = parts_for(ids.size, ids.size * row_bytes)
+    moved = num_rows * row_bytes if fresh else None     # a fresh table is written whole
+    parts = parts_for(ids.size, ids.size * row_bytes, moved)
     if ids.size > _PLAN_MAX_IDS:
         return _new_plan(ids, num_rows, row_bytes, fresh, skip, parts)
     key = (num_rows, skip, ids.size, ids.dtype.str, row_bytes, parts, fresh)
