@@ -130,7 +130,16 @@ MISTAKES = {
     "sinusoid frequencies with exponent -i/dim": (
         "sinusoidal", "freqs = base ** (-np.arange(0, embedding_dim, 2, dtype=np.float64) / embedding_dim)",
         "freqs = base ** (-np.arange((embedding_dim + 1) // 2, dtype=np.float64) / embedding_dim)",
-        "test_sinusoidal_table", ["these are sinusoids of ω_i = 10000^(-i/dim)"], set()),
+        "test_sinusoidal_table", ["your pairs slow down by a factor 0.2154 per pair, so pair 3 would turn by 1.00e-02",
+                                  "the contract says 1/base = 1e-04"], set()),
+    "sinusoid frequencies growing, exponent +2i/dim": (
+        "sinusoidal", "freqs = base ** (-np.arange(0, embedding_dim, 2, dtype=np.float64) / embedding_dim)",
+        "freqs = base ** (np.arange(0, embedding_dim, 2, dtype=np.float64) / embedding_dim)",
+        "test_sinusoidal_table", ["sinusoidal_table(4, 6): first wrong position",
+                                  "each pair must be slower than the one before by one same factor"], set()),
+    "sinusoid angles not proportional to the position": (
+        "sinusoidal", "    angles = positions * freqs ", "    angles = positions ** 2 * freqs ",
+        "test_sinusoidal_table", ["a pair's angle must grow by the same step at every position"], set()),
     "sinusoidal_table left unwritten": (
         "sinusoidal", "    positions = np.arange(max_seq_length, dtype=np.float64)[:, None]", "    raise NotImplementedError()",
         "test_sinusoidal_table", ["NotImplementedError"], set()),
@@ -184,7 +193,7 @@ MISTAKES = {
         "    flat = np.ravel(ids)\n    dense = np.zeros((flat.max() + 1 if flat.size else 0,) + rows.shape[1:], rows.dtype)\n"
         "    np.add.at(dense, flat, rows)\n    unique_ids = np.unique(flat)\n    summed = dense[unique_ids]\n",
         "test_sum_rows_by_id", ["sum_rows_by_id([10**12, 3, 10**12], rows) raised MemoryError",
-                                "work with the distinct ids"], set()),
+                                "time and memory may depend on n only"], set()),
     "float64 scatter-add": (
         "scatter", "dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)",
         "dense = np.zeros((num_rows,) + rows.shape[1:])",

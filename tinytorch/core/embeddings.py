@@ -202,11 +202,12 @@ class Embedding(_EmbeddingTable):
 
 # %% ../../nbs/11_embeddings.ipynb #sinusoidal
 def sinusoidal_table(max_seq_length: int, embedding_dim: int, base: float = 10000.0) -> np.ndarray:
-    """Float32 `(max_seq_length, embedding_dim)` table: column 2i is sin(p·ω_i), column 2i+1 is cos(p·ω_i),
-    ω_i = base^(-2i/embedding_dim). An odd `embedding_dim` ends with a sine column.
+    """Float32 `(max_seq_length, embedding_dim)` table of sinusoidal positions, one row per position p.
 
-    TODO, the contract: float32; every value within 1e-7 of the exact one, at position 4999 too (angles computed
-    in float32 lose digits there); works for odd `embedding_dim`.
+    TODO, the contract: pair i (columns 2i, 2i+1) of row p is the (sine, cosine) of one angle p·ω_i, so
+    row 0 is [0, 1, 0, 1, …]; pair 0 turns by ω_0 = 1 radian per position, each next pair slower by one
+    same factor, so that pair i = embedding_dim/2 would turn by 1/base; an odd embedding_dim ends with a
+    sine; every value within 1e-7 of the exact one, at position 4999 too.
     """
     ### BEGIN SOLUTION
     positions = np.arange(max_seq_length, dtype=np.float64)[:, None]           # (L, 1)
