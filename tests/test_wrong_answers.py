@@ -138,7 +138,7 @@ MISTAKES = {
         "test_sinusoidal_table", ["sinusoidal_table(4, 6): first wrong position",
                                   "each pair must be slower than the one before by one same factor"], set()),
     "sinusoid angles not proportional to the position": (
-        "sinusoidal", "    angles = positions * freqs ", "    angles = positions ** 2 * freqs ",
+        "sinusoidal", "    angles = positions * freqs", "    angles = positions ** 2 * freqs ",
         "test_sinusoidal_table", ["a pair's angle must grow by the same step at every position"], set()),
     "sinusoidal_table left unwritten": (
         "sinusoidal", "    positions = np.arange(max_seq_length, dtype=np.float64)[:, None]", "    raise NotImplementedError()",
@@ -160,7 +160,8 @@ MISTAKES = {
     # the gather and the scatter-adds
     "lookup without the id check": (
         "lookup", "    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):\n        first_bad = ids[(ids < 0) | (ids >= vocab_size)].flat[0]\n"
-        "        raise TokenIdError(f\"token id {first_bad} is out of range: ids must be in [0, {vocab_size})\")\n", "",
+        "        raise TokenIdError(f\"token id {first_bad} is out of range: \"\n"
+        "                           f\"ids must be in [0, {vocab_size})\")\n", "",
         "test_lookup_rows", ["lookup_rows(table, [-1]) returned", "expected TokenIdError (NumPy would silently read the last row"], set()),
     "lookup reads the wrong rows": (
         "lookup", "return np.take(table, ids, axis=0)", "return np.take(table, np.sort(ids, axis=-1), axis=0)",
@@ -222,7 +223,7 @@ MISTAKES = {
         "sinusoidal", "return table.astype(np.float32)", "return table",
         "test_sinusoidal_table", ["expected a float32 table, got float64"], set()),
     "sinusoidal angles in float32": (
-        "sinusoidal", "    angles = positions * freqs ", "    angles = (positions * freqs).astype(np.float32)",
+        "sinusoidal", "    angles = positions * freqs", "    angles = (positions * freqs).astype(np.float32)",
         "test_sinusoidal_table", ["position 4999: first wrong column", "the angles lost digits"], set()),
     "M_k with the sine signs swapped": (
         "shift", "[[c, s], [-s, c]]", "[[c, -s], [s, c]]",
@@ -256,7 +257,7 @@ MISTAKES = {
         "test_token_position_embedding", ["multiplies the token rows by √8", "expected", "got"], set()),
     "√d scaling applied after the positions": (
         "tpe-forward", "        if self.scale_embeddings:\n            x = x * math.sqrt(self.embedding_dim)\n"
-        "        return self.positions(x, inplace=True, start_pos=start) if self.positions is not None else x",
+        "        if self.positions is None:\n            return x\n        return self.positions(x, inplace=True, start_pos=start)",
         "        if self.positions is not None:\n            x = self.positions(x, inplace=True, start_pos=start)\n"
         "        return x * math.sqrt(self.embedding_dim) if self.scale_embeddings else x",
         "test_token_position_embedding", ["scale_embeddings=True with positions from start_pos=1: scale the token rows, "
@@ -266,7 +267,8 @@ MISTAKES = {
         "test_token_position_embedding", ["start_pos=2: token 3 alone must get the vector it has in the whole sequence"],
         set()),
     "3-D ids not refused by the token + position layer": (
-        "tpe-forward", "        if ids.ndim not in (1, 2):\n            raise ValueError(f\"expected (seq,) or (batch, seq) token ids, got shape {ids.shape}\")\n", "",
+        "tpe-forward", "        if ids.ndim not in (1, 2):\n            raise ValueError(f\"expected (seq,) or (batch, seq) token ids, \"\n"
+        "                             f\"got shape {ids.shape}\")\n", "",
         "test_token_position_embedding", ["the message should name the shape (1, 1, 2)"], set()),
     "token + position layer looks up before checking the positions": (
         "tpe-forward", "        start = _position_start(", "        self.tokens(ids)\n        start = _position_start(",
