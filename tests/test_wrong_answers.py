@@ -140,6 +140,10 @@ MISTAKES = {
     "sinusoid angles not proportional to the position": (
         "sinusoidal", "    angles = positions * freqs", "    angles = positions ** 2 * freqs ",
         "test_sinusoidal_table", ["a pair's angle must grow by the same step at every position"], set()),
+    "sinusoid pairs counted from 1": (
+        "sinusoidal", "freqs = base ** (-np.arange(0, embedding_dim, 2, dtype=np.float64) / embedding_dim)",
+        "freqs = base ** (-np.arange(2, embedding_dim + 2, 2, dtype=np.float64) / embedding_dim)",
+        "test_sinusoidal_table", ["pair 0 turns by 0.0464 radians per position, the contract says 1"], set()),
     "sinusoidal_table left unwritten": (
         "sinusoidal", "    positions = np.arange(max_seq_length, dtype=np.float64)[:, None]", "    raise NotImplementedError()",
         "test_sinusoidal_table", ["NotImplementedError"], set()),
@@ -354,6 +358,24 @@ ALTERNATIVES = {
         angles = np.outer(np.arange(max_seq_length), freqs)
         pairs = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(max_seq_length, -1)
         return pairs[:, :embedding_dim].astype(np.float32)
+        """),
+    "sinusoid speeds from np.geomspace": ("sinusoidal", 0, """
+        pairs = (embedding_dim + 1) // 2
+        last = base ** (-2 * (pairs - 1) / embedding_dim)
+        speeds = np.geomspace(1.0, last, pairs) if pairs > 1 else np.ones(1)
+        angles = np.arange(max_seq_length)[:, None] * speeds
+        table = np.zeros((max_seq_length, embedding_dim))
+        table[:, 0::2] = np.sin(angles)
+        table[:, 1::2] = np.cos(angles[:, :embedding_dim // 2])
+        return table.astype(np.float32)
+        """),
+    "sinusoids as complex exponentials, speeds by exp and log": ("sinusoidal", 0, """
+        speeds = np.exp(-np.log(base) * np.arange(0, embedding_dim, 2) / embedding_dim)
+        turns = np.exp(1j * np.outer(np.arange(max_seq_length), speeds))
+        table = np.empty((max_seq_length, embedding_dim), np.float32)
+        table[:, 0::2] = turns.imag
+        table[:, 1::2] = turns.real[:, :embedding_dim // 2]
+        return table
         """),
     "shift matrix filled by fancy indexing": ("shift", 0, """
         M = np.zeros((embedding_dim, embedding_dim))
