@@ -15,7 +15,7 @@ from . import row_kernels as library_kernels  # the layer's default kernels
 from .row_kernels import TokenIdError
 from .tensor import RowSparseGrad, Tensor, unbroadcast
 from .nn import check_positive_int
-from .lesson_support import *   # given checks, messages, plots (11e)
+from .lesson_support import KERNEL_NAMES, withheld   # given, in 11e
 
 _all_ = ['TokenIdError']
 
@@ -24,6 +24,13 @@ __all__ = ['INIT_TYPES', 'lesson_kernels', 'POSITION_KINDS', 'lookup_rows', 'sca
            'embedding_grad', 'init_embedding_table', 'as_token_ids', 'LessonKernels', 'Embedding', 'sinusoidal_table',
            'shift_matrix', 'PositionalEncoding', 'LearnedPositionalEmbedding', 'TokenPositionEmbedding',
            'tied_table_grad', 'rotate_pairs', 'RotaryPositionalEmbedding', 'TokenIdError']
+
+# %% ../../nbs/11_embeddings.ipynb #lesson-helpers
+# the given plumbing (11e): input checks, test messages, plots; nothing to read here
+from .lesson_support import (
+    _DrawRecorder, _EmbeddingTable, _accepted, _add_positions, _as_text,
+    _check_sequence_input, _configure, _first_difference, _position_start, _refuses,
+    _standing_in, _without_id, plot_encoding, visualize_encoding)
 
 # %% ../../nbs/11_embeddings.ipynb #lookup
 def lookup_rows(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -128,8 +135,8 @@ def init_embedding_table(vocab_size: int, embedding_dim: int,
 
 # %% ../../nbs/11_embeddings.ipynb #as-ids
 def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
-    """Integer ndarray of `ids` (Tensor, list, tuple or ndarray), every id in `[0,
-    vocab_size)`.
+    """Integer ndarray of `ids` (Tensor, list, tuple or ndarray), every id in
+    `[0, vocab_size)`.
 
     TODO, the contract: the result holds exactly the ids given, in their shape (an empty
     list or tuple gives an empty int64 array); input that is not integers already (text,
@@ -161,8 +168,8 @@ def as_token_ids(ids, vocab_size: Optional[int]) -> np.ndarray:
 # %% ../../nbs/11_embeddings.ipynb #lesson-kernels
 class LessonKernels:
     """Your `lookup_rows`, `embedding_grad` and `sum_rows_by_id` behind the interface
-    `Embedding` calls (the one `tinytorch.core.row_kernels` has): `Embedding(...,
-    kernels=lesson_kernels)` runs on them.
+    `Embedding` calls (the one `tinytorch.core.row_kernels` has):
+    `Embedding(..., kernels=lesson_kernels)` runs on them.
     """
 
     def lookup_rows(self, table, ids):
@@ -220,8 +227,8 @@ class Embedding(_EmbeddingTable):
         self.parameters = [self.weight]
 
     def forward(self, input_ids: Union[Tensor, List[int], np.ndarray]) -> Tensor:
-        """Rows of the table for `input_ids` of any shape: `(*ids.shape,
-        embedding_dim)`, connected to the table.
+        """Rows of the table for `input_ids` of any shape:
+        `(*ids.shape, embedding_dim)`, connected to the table.
         """
         ids = as_token_ids(input_ids, None)  # the type now, the range in the lookup
         weight, pad, sparse, kernels = (
@@ -274,9 +281,9 @@ def sinusoidal_table(max_seq_length: int, embedding_dim: int,
 
 # %% ../../nbs/11_embeddings.ipynb #shift
 def shift_matrix(k: int, embedding_dim: int, base: float = 10000.0) -> np.ndarray:
-    """The float64 `(embedding_dim, embedding_dim)` matrix `M_k` with `PE(p + k) = M_k @
-    PE(p)` for every position p, where PE(p) is row p of `sinusoidal_table(...,
-    embedding_dim, base)` (embedding_dim even).
+    """The float64 `(embedding_dim, embedding_dim)` matrix `M_k` with
+    `PE(p + k) = M_k @ PE(p)` for every position p, where PE(p) is row p of
+    `sinusoidal_table(..., embedding_dim, base)` (embedding_dim even).
 
     TODO, the contract: that identity for every p and every integer k (negative too);
     pair i of PE(p + k) comes from pair i of PE(p) alone, so M_k is zero outside the 2 ×
@@ -457,11 +464,10 @@ class TokenPositionEmbedding(_TokenPositionLayers):
         vectors.
 
         TODO, the contract: ids that are not 1-D or 2-D raise ValueError naming the
-        shape, and positions past max_seq_length the ValueError of
-        `_position_start(start_pos, seq, self.max_seq_length,
-        'TokenPositionEmbedding')`, both before anything is looked up; otherwise the
-        token rows (times √dim when `scale_embeddings`) plus the positions from
-        `start_pos`, if any.
+        shape, and positions past max_seq_length the ValueError that `_position_start`
+        raises for them (its last argument: 'TokenPositionEmbedding'), both before
+        anything is looked up; otherwise the token rows (times √dim when
+        `scale_embeddings`) plus the positions from `start_pos`, if any.
         """
         ### BEGIN SOLUTION
         ids = as_token_ids(input_ids, None)  # the lookup checks the range

@@ -17,9 +17,7 @@ from .nn import check_positive_int
 from .tensor import Tensor, unbroadcast
 
 # %% auto #0
-__all__ = ['KERNEL_NAMES', 'withheld', 'visualize_encoding', 'plot_encoding', '_EmbeddingTable', '_add_positions', '_as_text',
-           '_configure', '_check_sequence_input', '_first_difference', '_position_start', '_standing_in', '_accepted',
-           '_DrawRecorder', '_refuses', '_without_id']
+__all__ = ['KERNEL_NAMES', 'withheld', 'visualize_encoding', 'plot_encoding']
 
 # %% ../../nbs/11e_lesson_support.ipynb #messages
 def _as_text(x, decimals: int) -> str:
@@ -235,10 +233,3 @@ def plot_encoding(self, seq_length: int = 100, ax=None):
     ax.set_title(f'Sinusoidal positional encoding (dim={self.embedding_dim})')
     ax.figure.colorbar(image, ax=ax)
     return ax
-
-# %% ../../nbs/11e_lesson_support.ipynb #lesson-names
-# the lesson takes these with `from tinytorch.core.lesson_support import *`: its first cell
-# stays short, and a student's path shows no private imports
-_all_ = ['_EmbeddingTable', '_add_positions', '_as_text', '_configure', '_check_sequence_input',
-         '_first_difference', '_position_start', '_standing_in', '_accepted', '_DrawRecorder',
-         '_refuses', '_without_id']
