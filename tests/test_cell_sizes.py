@@ -108,3 +108,55 @@ def test_every_course_module_is_at_most_400_lines():
     sizes = {m.relative_to(package).as_posix(): len(m.read_text(encoding="utf-8").splitlines()) for m in modules}
     assert len(sizes) > 30
     assert {name: n for name, n in sizes.items() if n > MODULE_LIMIT} == {}
+
+
+# Module 11's load on a student: the words of its required path (every markdown cell outside the *Going further*
+# sections, the instructor's answer cells left out, plus the TODO docstrings of the functions a student writes) and
+# the width of its code (the docs site's code column shows about 80 characters before it scrolls).
+LESSON = NBS / "11_embeddings.ipynb"
+PATH_WORDS, CODE_WIDTH = 3500, 88
+
+
+def required_path_words(notebook: Path) -> int:
+    "Words a student must read in `notebook`: prose off the Going-further sections, and the TODO docstrings."
+    words, skip_level = 0, None
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        text, grader = "".join(cell["source"]), cell["metadata"].get("nbgrader", {})
+        heading = re.match(r"(#+) ", text) if cell["cell_type"] == "markdown" else None
+        if heading and skip_level is not None and len(heading.group(1)) <= skip_level:
+            skip_level = None
+        if heading and skip_level is None and "going further" in text.split("\n")[0].lower():
+            skip_level = len(heading.group(1))
+        if skip_level is not None:
+            continue
+        if cell["cell_type"] == "markdown" and not grader.get("solution"):
+            words += len(re.sub(r"<!--.*?-->", " ", text, flags=re.S).split())
+        elif cell["cell_type"] == "code" and grader.get("solution"):
+            tree = ast.parse("\n".join(l for l in text.splitlines() if not l.startswith("#|")))
+            docs = [ast.get_docstring(n) for n in ast.walk(tree) if isinstance(n, DEFINITIONS)]
+            words += sum(len(d.split()) for d in docs if d and "TODO" in d)
+    return words
+
+
+def wide_code_lines(notebook: Path, width: int = CODE_WIDTH) -> list:
+    "(cell id, length) of every code line of `notebook` wider than `width` (`#|` directives left out)."
+    return [(cell.get("id"), len(line)) for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+            if cell["cell_type"] == "code" for line in "".join(cell["source"]).splitlines()
+            if len(line) > width and not line.startswith("#|")]
+
+
+def test_the_lessons_required_path_is_short_and_its_code_fits_the_page():
+    assert required_path_words(LESSON) <= PATH_WORDS, required_path_words(LESSON)
+    assert wide_code_lines(LESSON) == [], wide_code_lines(LESSON)[:10]
+
+
+def test_a_long_path_and_a_wide_line_are_found(tmp_path):
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["## 1. Read\n", "word " * 40]},
+             {"cell_type": "markdown", "metadata": {}, "source": ["### Going further: skip\n", "word " * 90]},
+             {"cell_type": "markdown", "metadata": {}, "source": ["## 2. Back\n", "word"]},
+             {"cell_type": "code", "metadata": {"nbgrader": {"solution": True}},
+              "source": ["def f():\n", "    \"\"\"TODO: four words here.\"\"\"\n", "    x = 1" + " " * 90 + "# wide\n"]}]
+    notebook = tmp_path / "nb.ipynb"
+    notebook.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    assert required_path_words(notebook) == 3 + 40 + 3 + 1 + 4
+    assert wide_code_lines(notebook) == [(None, 105)]

@@ -130,7 +130,20 @@ MISTAKES = {
     "sinusoid frequencies with exponent -i/dim": (
         "sinusoidal", "freqs = base ** (-np.arange(0, embedding_dim, 2, dtype=np.float64) / embedding_dim)",
         "freqs = base ** (-np.arange((embedding_dim + 1) // 2, dtype=np.float64) / embedding_dim)",
-        "test_sinusoidal_table", ["these are sinusoids of ω_i = 10000^(-i/dim)"], set()),
+        "test_sinusoidal_table", ["your pairs slow down by a factor 0.2154 per pair, so pair 3 would turn by 1.00e-02",
+                                  "the contract says 1/base = 1e-04"], set()),
+    "sinusoid frequencies growing, exponent +2i/dim": (
+        "sinusoidal", "freqs = base ** (-np.arange(0, embedding_dim, 2, dtype=np.float64) / embedding_dim)",
+        "freqs = base ** (np.arange(0, embedding_dim, 2, dtype=np.float64) / embedding_dim)",
+        "test_sinusoidal_table", ["sinusoidal_table(4, 6): first wrong position",
+                                  "each pair must be slower than the one before by one same factor"], set()),
+    "sinusoid angles not proportional to the position": (
+        "sinusoidal", "    angles = positions * freqs", "    angles = positions ** 2 * freqs ",
+        "test_sinusoidal_table", ["a pair's angle must grow by the same step at every position"], set()),
+    "sinusoid pairs counted from 1": (
+        "sinusoidal", "freqs = base ** (-np.arange(0, embedding_dim, 2, dtype=np.float64) / embedding_dim)",
+        "freqs = base ** (-np.arange(2, embedding_dim + 2, 2, dtype=np.float64) / embedding_dim)",
+        "test_sinusoidal_table", ["pair 0 turns by 0.0464 radians per position, the contract says 1"], set()),
     "sinusoidal_table left unwritten": (
         "sinusoidal", "    positions = np.arange(max_seq_length, dtype=np.float64)[:, None]", "    raise NotImplementedError()",
         "test_sinusoidal_table", ["NotImplementedError"], set()),
@@ -151,7 +164,8 @@ MISTAKES = {
     # the gather and the scatter-adds
     "lookup without the id check": (
         "lookup", "    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):\n        first_bad = ids[(ids < 0) | (ids >= vocab_size)].flat[0]\n"
-        "        raise TokenIdError(f\"token id {first_bad} is out of range: ids must be in [0, {vocab_size})\")\n", "",
+        "        raise TokenIdError(f\"token id {first_bad} is out of range: \"\n"
+        "                           f\"ids must be in [0, {vocab_size})\")\n", "",
         "test_lookup_rows", ["lookup_rows(table, [-1]) returned", "expected TokenIdError (NumPy would silently read the last row"], set()),
     "lookup reads the wrong rows": (
         "lookup", "return np.take(table, ids, axis=0)", "return np.take(table, np.sort(ids, axis=-1), axis=0)",
@@ -184,7 +198,7 @@ MISTAKES = {
         "    flat = np.ravel(ids)\n    dense = np.zeros((flat.max() + 1 if flat.size else 0,) + rows.shape[1:], rows.dtype)\n"
         "    np.add.at(dense, flat, rows)\n    unique_ids = np.unique(flat)\n    summed = dense[unique_ids]\n",
         "test_sum_rows_by_id", ["sum_rows_by_id([10**12, 3, 10**12], rows) raised MemoryError",
-                                "work with the distinct ids"], set()),
+                                "time and memory may depend on n only"], set()),
     "float64 scatter-add": (
         "scatter", "dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)",
         "dense = np.zeros((num_rows,) + rows.shape[1:])",
@@ -213,7 +227,7 @@ MISTAKES = {
         "sinusoidal", "return table.astype(np.float32)", "return table",
         "test_sinusoidal_table", ["expected a float32 table, got float64"], set()),
     "sinusoidal angles in float32": (
-        "sinusoidal", "    angles = positions * freqs ", "    angles = (positions * freqs).astype(np.float32)",
+        "sinusoidal", "    angles = positions * freqs", "    angles = (positions * freqs).astype(np.float32)",
         "test_sinusoidal_table", ["position 4999: first wrong column", "the angles lost digits"], set()),
     "M_k with the sine signs swapped": (
         "shift", "[[c, s], [-s, c]]", "[[c, -s], [s, c]]",
@@ -247,7 +261,7 @@ MISTAKES = {
         "test_token_position_embedding", ["multiplies the token rows by √8", "expected", "got"], set()),
     "√d scaling applied after the positions": (
         "tpe-forward", "        if self.scale_embeddings:\n            x = x * math.sqrt(self.embedding_dim)\n"
-        "        return self.positions(x, inplace=True, start_pos=start) if self.positions is not None else x",
+        "        if self.positions is None:\n            return x\n        return self.positions(x, inplace=True, start_pos=start)",
         "        if self.positions is not None:\n            x = self.positions(x, inplace=True, start_pos=start)\n"
         "        return x * math.sqrt(self.embedding_dim) if self.scale_embeddings else x",
         "test_token_position_embedding", ["scale_embeddings=True with positions from start_pos=1: scale the token rows, "
@@ -257,7 +271,8 @@ MISTAKES = {
         "test_token_position_embedding", ["start_pos=2: token 3 alone must get the vector it has in the whole sequence"],
         set()),
     "3-D ids not refused by the token + position layer": (
-        "tpe-forward", "        if ids.ndim not in (1, 2):\n            raise ValueError(f\"expected (seq,) or (batch, seq) token ids, got shape {ids.shape}\")\n", "",
+        "tpe-forward", "        if ids.ndim not in (1, 2):\n            raise ValueError(f\"expected (seq,) or (batch, seq) token ids, \"\n"
+        "                             f\"got shape {ids.shape}\")\n", "",
         "test_token_position_embedding", ["the message should name the shape (1, 1, 2)"], set()),
     "token + position layer looks up before checking the positions": (
         "tpe-forward", "        start = _position_start(", "        self.tokens(ids)\n        start = _position_start(",
@@ -343,6 +358,24 @@ ALTERNATIVES = {
         angles = np.outer(np.arange(max_seq_length), freqs)
         pairs = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(max_seq_length, -1)
         return pairs[:, :embedding_dim].astype(np.float32)
+        """),
+    "sinusoid speeds from np.geomspace": ("sinusoidal", 0, """
+        pairs = (embedding_dim + 1) // 2
+        last = base ** (-2 * (pairs - 1) / embedding_dim)
+        speeds = np.geomspace(1.0, last, pairs) if pairs > 1 else np.ones(1)
+        angles = np.arange(max_seq_length)[:, None] * speeds
+        table = np.zeros((max_seq_length, embedding_dim))
+        table[:, 0::2] = np.sin(angles)
+        table[:, 1::2] = np.cos(angles[:, :embedding_dim // 2])
+        return table.astype(np.float32)
+        """),
+    "sinusoids as complex exponentials, speeds by exp and log": ("sinusoidal", 0, """
+        speeds = np.exp(-np.log(base) * np.arange(0, embedding_dim, 2) / embedding_dim)
+        turns = np.exp(1j * np.outer(np.arange(max_seq_length), speeds))
+        table = np.empty((max_seq_length, embedding_dim), np.float32)
+        table[:, 0::2] = turns.imag
+        table[:, 1::2] = turns.real[:, :embedding_dim // 2]
+        return table
         """),
     "shift matrix filled by fancy indexing": ("shift", 0, """
         M = np.zeros((embedding_dim, embedding_dim))

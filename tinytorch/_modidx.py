@@ -58,6 +58,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                 'tinytorch/core/char_model.py'),
                                            'tinytorch.core.char_model.PoolingModel.__init__': ( 'char_model.html#poolingmodel.__init__',
                                                                                                 'tinytorch/core/char_model.py'),
+                                           'tinytorch.core.char_model.PoolingModel.pool': ( 'char_model.html#poolingmodel.pool',
+                                                                                            'tinytorch/core/char_model.py'),
                                            'tinytorch.core.char_model._batches': ( 'char_model.html#_batches',
                                                                                    'tinytorch/core/char_model.py'),
                                            'tinytorch.core.char_model._cost_lines': ( 'char_model.html#_cost_lines',

@@ -165,19 +165,25 @@ class PoolingModel:
     "Next character after a window: softmax-attention pooling of the embedded window (one learned query), then a read-out."
 
     def __init__(self, vocab_size: int, embedding_dim: int = 32, max_seq_length: int = 16,
-                 positions: str = 'learned', seed: int = 0, embedding_cls=None):
+                 positions: str = 'learned', seed: int = 0, embedding_cls=None,
+                 scale_embeddings: bool = False):
         embedding_cls = embedding_cls or TokenPositionEmbedding
+        scaled = {'scale_embeddings': True} if scale_embeddings else {}     # token rows × √dim
         self.embed = embedding_cls(vocab_size, embedding_dim, max_seq_length=max_seq_length,
-                                   positions=positions, seed=seed)
+                                   positions=positions, seed=seed, **scaled)
         query = np.random.default_rng(seed + 3).standard_normal((embedding_dim, 1), dtype=np.float32)
         self.query = Tensor(query / np.float32(math.sqrt(embedding_dim)), requires_grad=True)
         self.head = Linear(embedding_dim, vocab_size, seed=seed + 2)
         self.parameters = self.embed.parameters + [self.query] + self.head.parameters
 
+    def pool(self, ids):
+        "The embedded window `(batch, window, dim)` and its pooling weights `(batch, window, 1)`."
+        x = self.embed(ids)
+        scores = (x @ self.query).exp()                         # small weights, no overflow here
+        return x, scores / scores.sum(axis=1, keepdims=True)    # softmax over the window
+
     def __call__(self, ids) -> Tensor:
-        x = self.embed(ids)                                     # (batch, window, dim)
-        scores = (x @ self.query).exp()                         # (batch, window, 1); small weights, no overflow here
-        weights = scores / scores.sum(axis=1, keepdims=True)    # softmax over the window
+        x, weights = self.pool(ids)
         return self.head((x * weights).sum(axis=1))             # (batch, vocab) logits
 
 def _windows(ids: np.ndarray, window: int, batch_size: int, rng):
@@ -188,9 +194,11 @@ def _windows(ids: np.ndarray, window: int, batch_size: int, rng):
 # %% ../../nbs/11d_char_model.ipynb #pooling-train
 def train_pooling_model(positions: str, seed: int = 0, text: Optional[str] = None, window: int = 8,
                         eval_windows=(8,), steps: int = 200, batch_size: int = 64, embedding_dim: int = 32,
-                        lr: float = 0.02, eval_size: int = 4096, embedding_cls=None) -> dict:
+                        lr: float = 0.02, eval_size: int = 4096, embedding_cls=None,
+                        scale_embeddings: bool = False) -> dict:
     """Train a `PoolingModel` on windows of `window` characters of the first 90% of `text`; returns the model,
-    the test loss (last 10%, the same windows for every model) for each length in `eval_windows`, and the seconds."""
+    the test loss (last 10%, the same windows for every model) for each length in `eval_windows`, the mean
+    pooling weight of each position of those windows (`position_weights`), and the seconds."""
     text = default_text() if text is None else text
     tokenizer = CharTokenizer()
     tokenizer.build_vocab([text])
@@ -200,7 +208,8 @@ def train_pooling_model(positions: str, seed: int = 0, text: Optional[str] = Non
     longest = max(window, *eval_windows)
     if len(test_ids) < longest + 2:
         raise ValueError(f"the text has {len(ids)} characters; its last tenth must hold more than {longest + 1}")
-    model = PoolingModel(tokenizer.vocab_size, embedding_dim, longest, positions, seed, embedding_cls)
+    model = PoolingModel(tokenizer.vocab_size, embedding_dim, longest, positions, seed, embedding_cls,
+                         scale_embeddings)
     optimizer, rng, start = Adam(model.parameters, lr=lr), np.random.default_rng(seed), time.perf_counter()
     for _ in range(check_positive_int('steps', steps)):
         x, y = _windows(train_ids, window, batch_size, rng)
@@ -208,10 +217,14 @@ def train_pooling_model(positions: str, seed: int = 0, text: Optional[str] = Non
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    test, weights = {}, {}
     with no_grad():
-        test = {w: cross_entropy(model(x), y).item() for w in eval_windows
-                for x, y in [_windows(test_ids, w, eval_size, np.random.default_rng(10_000 + w))]}
-    return {'model': model, 'test_loss': test, 'seconds': time.perf_counter() - start}
+        for w in eval_windows:
+            x, y = _windows(test_ids, w, eval_size, np.random.default_rng(10_000 + w))
+            test[w] = cross_entropy(model(x), y).item()
+            weights[w] = model.pool(x)[1].data[..., 0].mean(axis=0)         # (w,): one mean per position
+    return {'model': model, 'test_loss': test, 'position_weights': weights,
+            'seconds': time.perf_counter() - start}
 
 # %% ../../nbs/11d_char_model.ipynb #plot
 def plot_embedding_map(table: np.ndarray, tokenizer, ax=None, title: str = 'Learned character embeddings (PCA)'):
