@@ -184,7 +184,7 @@ def test_installed_grader_messages_visible(graded):
     results = graded("gradescope", "broken-sinusoid")[0].results
     part = next(t for t in results["tests"] if t["name"] == "test_sinusoidal_table")
     assert part["score"] == 0 and part["visibility"] == "visible", part
-    assert part["output"].startswith("failed: AssertionError: position 0 is sin(0)=0"), part["output"]
+    assert part["output"].startswith("failed: AssertionError: position 0 is sin 0 = 0, cos 0 = 1"), part["output"]
     passed = next(t for t in results["tests"] if t["name"] == "test_lookup_rows")
     assert passed["output"] == "passed" and passed["score"] == passed["max_score"] == TESTS["test_lookup_rows"], passed
     pl = graded("prairielearn", "broken-sinusoid")[0].results
