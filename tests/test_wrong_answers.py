@@ -528,4 +528,4 @@ def test_tinytorch_test_refuses_a_delegation(solved, tmp_path):
     lines = {line.split()[1]: line for line in out.stdout.splitlines() if line.strip().startswith(("PASS", "FAIL"))}
     failed = [gid for gid, line in lines.items() if line.strip().startswith("FAIL")]
     assert failed == ["test_scatter_add_rows"], out.stdout
-    assert "LibraryKernelWithheld: your scatter_add_rows called the library's scatter_add_rows" in lines[failed[0]], out.stdout
+    assert "LibraryCodeWithheld: your scatter_add_rows called the library's scatter_add_rows" in lines[failed[0]], out.stdout
