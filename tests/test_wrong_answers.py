@@ -351,6 +351,29 @@ MISTAKES.update({
         "                                    per_position.astype(np.float64),",
         "test_learned_positional_embedding", ["the position table's gradient is float64",
                                               "expected float32 like the table"], set()),
+    "lookup accepts negative ids": (
+        "lookup", "if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):",
+        "if ids.size and ids.max() >= vocab_size:",
+        "test_lookup_rows", ["lookup_rows(table, [-1]) returned", "NumPy would silently read the last row"], set()),
+    "learned positions: g summed over its first axis whatever its shape": (
+        "learned", "per_position = g.reshape(-1, seq, dim).sum(axis=0)", "per_position = g.sum(axis=0)",
+        "test_learned_positional_embedding", ["(seq, dim) input, no batch, start_pos=2: the backward raised ValueError",
+                                              "here (seq, dim) with no batch axis"], set()),
+    "token + position layer reads the length from axis 1": (
+        "tpe-forward", "_position_start(start_pos, ids.shape[-1]", "_position_start(start_pos, ids.shape[1]",
+        "test_token_position_embedding", ["1-D ids (seq,) [7, 8] raised IndexError",
+                                          "its length is the last axis of the ids"], set()),
+    "tied table: the read-out's share without flattening the batch": (
+        "tie", "d_logits.reshape(-1, num_rows).T @ hidden.reshape(-1, dim)", "d_logits.T @ hidden",
+        "test_tied_table_grad", ["W's shape (4, 2)"], set()),
+    "tied table: the padding id's lookup positions counted": (
+        "tie", "embedding_grad(ids, d_rows, num_rows, padding_idx)", "embedding_grad(ids, d_rows, num_rows)",
+        "test_tied_table_grad", ["the padding id's lookup positions were counted"], set()),
+    "RoPE with cosine and sine swapped": (
+        "rope", "out[..., 0::2] = a * cos - b * sin\n    out[..., 1::2] = a * sin + b * cos",
+        "out[..., 0::2] = a * sin - b * cos\n    out[..., 1::2] = a * cos + b * sin",
+        "test_rotate_pairs", ["rotate_pairs([1, 0, 0, 2]) with pair 0 turned by +90°: expected [0.0, 1.0, 0.0, 2.0]"],
+        set()),
     "normal init not scaled": (
         "init", "        table *= np.float32(1 / math.sqrt(embedding_dim))\n", "",
         "test_init_embedding_table", ["normal: expected standard deviation 1/√64 = 0.125, got 0.99"], set()),
