@@ -374,6 +374,20 @@ MISTAKES.update({
         "out[..., 0::2] = a * sin - b * cos\n    out[..., 1::2] = a * cos + b * sin",
         "test_rotate_pairs", ["rotate_pairs([1, 0, 0, 2]) with pair 0 turned by +90°: expected [0.0, 1.0, 0.0, 2.0]"],
         set()),
+    "M_k for |k| whatever the sign": (
+        "shift", "c, s = math.cos(k * w), math.sin(k * w)", "c, s = math.cos(abs(k) * w), math.sin(abs(k) * w)",
+        "test_shift_matrix", ["M_-3 @ M_3 should be M_0"], set()),
+    "RoPE pairs taken along axis 1": (
+        "rope", "a, b = x[..., 0::2], x[..., 1::2]\n    out = np.empty_like(x)\n    out[..., 0::2] = a * cos - b * sin\n"
+        "    out[..., 1::2] = a * sin + b * cos",
+        "a, b = x[:, 0::2], x[:, 1::2]\n    out = np.empty_like(x)\n    out[:, 0::2] = a * cos - b * sin\n"
+        "    out[:, 1::2] = a * sin + b * cos",
+        "test_rotate_pairs", ["rotate_pairs(x (2, 5, 6), cos (5, 3), sin (5, 3)) raised ValueError",
+                              "the pairs lie along the last axis of x"], set()),
+    "scatter-add into an array shaped like the rows": (
+        "scatter", "dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)", "dense = np.zeros_like(rows)",
+        "test_scatter_add_rows", ["scatter_add_rows([3, 1, 3], rows (3, 2), 5) raised IndexError",
+                                  "the result has num_rows = 5 rows"], set()),
     "normal init not scaled": (
         "init", "        table *= np.float32(1 / math.sqrt(embedding_dim))\n", "",
         "test_init_embedding_table", ["normal: expected standard deviation 1/√64 = 0.125, got 0.99"], set()),
