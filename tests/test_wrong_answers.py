@@ -388,6 +388,17 @@ MISTAKES.update({
         "scatter", "dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)", "dense = np.zeros_like(rows)",
         "test_scatter_add_rows", ["scatter_add_rows([3, 1, 3], rows (3, 2), 5) raised IndexError",
                                   "the result has num_rows = 5 rows"], set()),
+    "lookup from the flattened table": (
+        "lookup", "return np.take(table, ids, axis=0)", "return np.take(table, ids)",
+        "test_lookup_rows", ["expected a (2, 2, 3) array, got (2, 2)"], set()),
+    "init draws from its own generator": (
+        "init", "    shape = (vocab_size, embedding_dim)\n",
+        "    shape = (vocab_size, embedding_dim)\n    rng = np.random.default_rng(0)\n",
+        "test_init_embedding_table", ["nothing was drawn from the rng passed in"], set()),
+    "empty tuple left float64": (
+        "as-ids", "was_sequence = isinstance(ids, (list, tuple))", "was_sequence = isinstance(ids, list)",
+        "test_as_token_ids", ["as_token_ids((), 5) raised TypeError", "an empty list or tuple becomes an empty int64 array"],
+        set()),
     "normal init not scaled": (
         "init", "        table *= np.float32(1 / math.sqrt(embedding_dim))\n", "",
         "test_init_embedding_table", ["normal: expected standard deviation 1/√64 = 0.125, got 0.99"], set()),
@@ -417,7 +428,7 @@ MISTAKES.update({
         "rope", "    out = np.empty_like(x)\n    out[..., 0::2] = a * cos - b * sin",
         "    out = x\n    out[..., 0::2] = a * cos - b * sin",
         "test_rotate_pairs", ["rotate_pairs([1, 0, 0, 2]) with pair 0 turned by +90°: expected [0.0, 1.0, 0.0, 2.0], "
-                              "got [0.0, 0.0, 0.0, 2.0]"], set()),
+                              "got [0.0, 0.0, 0.0, 2.0]", "x itself was overwritten while it was being read"], set()),
     "RoPE result in float64": (
         "rope", "    out = np.empty_like(x)\n", "    out = np.empty(x.shape)\n",
         "test_rotate_pairs", ["keep float32 (got float64)"], set()),
@@ -486,6 +497,15 @@ ALTERNATIVES = {
         angles = np.outer(np.arange(max_seq_length), freqs)
         pairs = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(max_seq_length, -1)
         return pairs[:, :embedding_dim].astype(np.float32)
+        """),
+    "sinusoids written straight into a float32 table": ("sinusoidal", 0, """
+        table = np.zeros((max_seq_length, embedding_dim), np.float32)
+        for i in range(0, embedding_dim, 2):
+            angle = np.arange(max_seq_length) * base ** (-i / embedding_dim)
+            table[:, i] = np.sin(angle)
+            if i + 1 < embedding_dim:
+                table[:, i + 1] = np.cos(angle)
+        return table
         """),
     "sinusoid speeds from np.geomspace": ("sinusoidal", 0, """
         pairs = (embedding_dim + 1) // 2
