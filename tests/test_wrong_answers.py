@@ -295,6 +295,145 @@ MISTAKES = {
         set()),
 }
 
+MISTAKES.update({
+    # more typical mistakes, part by part
+    "lookup accepts id == vocab_size": (
+        "lookup", "ids.max() >= vocab_size):", "ids.max() > vocab_size):",
+        "test_lookup_rows", ["lookup_rows(table, [4]) raised IndexError", "expected TokenIdError"], set()),
+    "lookup's message names no id": (
+        "lookup", "raise TokenIdError(f\"token id {first_bad} is out of range: \"\n"
+        "                           f\"ids must be in [0, {vocab_size})\")",
+        "raise TokenIdError(\"bad token id\")",
+        "test_lookup_rows", ["the message should name the first bad id -1 and the range [0, 4), got: bad token id"],
+        set()),
+    "lookup in float64 whatever the table": (
+        "lookup", "return np.take(table, ids, axis=0)", "return np.take(table, ids, axis=0).astype(np.float64)",
+        "test_lookup_rows", ["expected the table's dtype float32, got float64"], set()),
+    "scatter-add with np.bincount, left float64": (
+        "scatter", "    dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)\n    np.add.at(dense, flat_ids, rows)\n",
+        "    dense = np.stack([np.bincount(flat_ids, weights=rows[:, j], minlength=num_rows)\n"
+        "                      for j in range(rows.shape[1])], axis=1)\n",
+        "test_scatter_add_rows", ["expected float32 like the rows, got float64", "make the result in the rows' dtype"],
+        set()),
+    "scatter-add sized by the largest id": (
+        "scatter", "dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)",
+        "dense = np.zeros((max(num_rows, flat_ids.max() + 1),) + rows.shape[1:], dtype=rows.dtype)",
+        "test_scatter_add_rows", ["scatter_add_rows(no ids, rows (0, 3), 4) raised ValueError",
+                                  "no ids is valid input"], set()),
+    "sum by id in first-seen order": (
+        "scatter", "    unique_ids, slot = np.unique(np.ravel(ids), return_inverse=True)\n",
+        "    flat = np.ravel(ids)\n    unique_ids = np.array(list(dict.fromkeys(flat.tolist())), flat.dtype)\n"
+        "    slot = np.array([np.flatnonzero(unique_ids == i)[0] for i in flat], np.int64)\n",
+        "test_sum_rows_by_id", ["expected the distinct ids [1, 3], sorted, got [3, 1]"], set()),
+    "sum by id: no ids give a 1-D sum": (
+        "scatter", "    summed = np.zeros((unique_ids.size,) + rows.shape[1:], dtype=rows.dtype)\n"
+        "    np.add.at(summed, slot.reshape(-1), rows)\n",
+        "    summed = np.array([rows[slot.reshape(-1) == j].sum(axis=0) for j in range(unique_ids.size)],\n"
+        "                      dtype=rows.dtype)\n",
+        "test_sum_rows_by_id", ["no ids (n = 0): expected shapes (0,) and (0, 3), got (0,) and (0,)"], set()),
+    "padding_idx 0 taken as no padding": (
+        "embedding-grad", "    if padding_idx is not None:\n        keep", "    if padding_idx:\n        keep",
+        "test_embedding_grad", ["embedding_grad(..., padding_idx=0): first wrong row at [0]",
+                                "the padding id 0 must get no gradient"], set()),
+    "gradient rows cut by the sequence length, not the width": (
+        "embedding-grad", "np.reshape(d_out, (-1, d_out.shape[-1]))", "np.reshape(d_out, (-1, np.shape(ids)[-1]))",
+        "test_embedding_grad", ["embedding_grad(ids (2, 3), g (2, 3, 4), 6) raised ValueError",
+                                "g holds one row of dim 4 for each of the 6 ids"], set()),
+    "padding positions left out of the ids only": (
+        "embedding-grad", "        flat_ids, flat_rows = flat_ids[keep], flat_rows[keep]\n",
+        "        flat_ids = flat_ids[keep]\n",
+        "test_embedding_grad", ["embedding_grad(..., padding_idx=0) raised ValueError",
+                                "leave the padding positions out of the ids and of the rows alike"], set()),
+    "learned positions: a float64 gradient for a float32 table": (
+        "learned", "    return g, RowSparseGrad(W.shape, np.arange(start, start + seq),\n"
+        "                                    per_position.astype(W.dtype, copy=False),",
+        "    return g, RowSparseGrad(W.shape, np.arange(start, start + seq),\n"
+        "                                    per_position.astype(np.float64),",
+        "test_learned_positional_embedding", ["the position table's gradient is float64",
+                                              "expected float32 like the table"], set()),
+    "lookup accepts negative ids": (
+        "lookup", "if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):",
+        "if ids.size and ids.max() >= vocab_size:",
+        "test_lookup_rows", ["lookup_rows(table, [-1]) returned", "NumPy would silently read the last row"], set()),
+    "learned positions: g summed over its first axis whatever its shape": (
+        "learned", "per_position = g.reshape(-1, seq, dim).sum(axis=0)", "per_position = g.sum(axis=0)",
+        "test_learned_positional_embedding", ["(seq, dim) input, no batch, start_pos=2: the backward raised ValueError",
+                                              "here (seq, dim) with no batch axis"], set()),
+    "token + position layer reads the length from axis 1": (
+        "tpe-forward", "_position_start(start_pos, ids.shape[-1]", "_position_start(start_pos, ids.shape[1]",
+        "test_token_position_embedding", ["1-D ids (seq,) [7, 8] raised IndexError",
+                                          "its length is the last axis of the ids"], set()),
+    "tied table: the read-out's share without flattening the batch": (
+        "tie", "d_logits.reshape(-1, num_rows).T @ hidden.reshape(-1, dim)", "d_logits.T @ hidden",
+        "test_tied_table_grad", ["W's shape (4, 2)"], set()),
+    "tied table: the padding id's lookup positions counted": (
+        "tie", "embedding_grad(ids, d_rows, num_rows, padding_idx)", "embedding_grad(ids, d_rows, num_rows)",
+        "test_tied_table_grad", ["the padding id's lookup positions were counted"], set()),
+    "RoPE with cosine and sine swapped": (
+        "rope", "out[..., 0::2] = a * cos - b * sin\n    out[..., 1::2] = a * sin + b * cos",
+        "out[..., 0::2] = a * sin - b * cos\n    out[..., 1::2] = a * cos + b * sin",
+        "test_rotate_pairs", ["rotate_pairs([1, 0, 0, 2]) with pair 0 turned by +90°: expected [0.0, 1.0, 0.0, 2.0]"],
+        set()),
+    "M_k for |k| whatever the sign": (
+        "shift", "c, s = math.cos(k * w), math.sin(k * w)", "c, s = math.cos(abs(k) * w), math.sin(abs(k) * w)",
+        "test_shift_matrix", ["M_-3 @ M_3 should be M_0"], set()),
+    "RoPE pairs taken along axis 1": (
+        "rope", "a, b = x[..., 0::2], x[..., 1::2]\n    out = np.empty_like(x)\n    out[..., 0::2] = a * cos - b * sin\n"
+        "    out[..., 1::2] = a * sin + b * cos",
+        "a, b = x[:, 0::2], x[:, 1::2]\n    out = np.empty_like(x)\n    out[:, 0::2] = a * cos - b * sin\n"
+        "    out[:, 1::2] = a * sin + b * cos",
+        "test_rotate_pairs", ["rotate_pairs(x (2, 5, 6), cos (5, 3), sin (5, 3)) raised ValueError",
+                              "the pairs lie along the last axis of x"], set()),
+    "scatter-add into an array shaped like the rows": (
+        "scatter", "dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)", "dense = np.zeros_like(rows)",
+        "test_scatter_add_rows", ["scatter_add_rows([3, 1, 3], rows (3, 2), 5) raised IndexError",
+                                  "the result has num_rows = 5 rows"], set()),
+    "lookup from the flattened table": (
+        "lookup", "return np.take(table, ids, axis=0)", "return np.take(table, ids)",
+        "test_lookup_rows", ["expected a (2, 2, 3) array, got (2, 2)"], set()),
+    "init draws from its own generator": (
+        "init", "    shape = (vocab_size, embedding_dim)\n",
+        "    shape = (vocab_size, embedding_dim)\n    rng = np.random.default_rng(0)\n",
+        "test_init_embedding_table", ["nothing was drawn from the rng passed in"], set()),
+    "empty tuple left float64": (
+        "as-ids", "was_sequence = isinstance(ids, (list, tuple))", "was_sequence = isinstance(ids, list)",
+        "test_as_token_ids", ["as_token_ids((), 5) raised TypeError", "an empty list or tuple becomes an empty int64 array"],
+        set()),
+    "normal init not scaled": (
+        "init", "        table *= np.float32(1 / math.sqrt(embedding_dim))\n", "",
+        "test_init_embedding_table", ["normal: expected standard deviation 1/√64 = 0.125, got 0.99"], set()),
+    "uniform bound 1/dim": (
+        "init", "        bound = 1 / math.sqrt(embedding_dim)\n", "        bound = 1 / embedding_dim\n",
+        "test_init_embedding_table", ["uniform (dim 64): expected values filling [-1/8, 1/8], got [-0.0156"], set()),
+    "as_token_ids accepts id == vocab_size": (
+        "as-ids", "if ids.min() < 0 or ids.max() >= vocab_size:", "if ids.min() < 0 or ids.max() > vocab_size:",
+        "test_as_token_ids", ["as_token_ids([0, 5], 5) returned array([0, 5])", "expected TokenIdError"], set()),
+    "as_token_ids converts with dtype=int64": (
+        "as-ids", "    ids = np.asarray(ids)\n", "    ids = np.asarray(ids, dtype=np.int64)\n",
+        "test_as_token_ids", ["as_token_ids([1.0, 2.0], 5) returned array([1, 2])", "expected TypeError"], set()),
+    "sinusoids with sine and cosine swapped": (
+        "sinusoidal", "    table[:, 0::2] = np.sin(angles)\n    table[:, 1::2] = np.cos(angles[:, :embedding_dim // 2])",
+        "    table[:, 0::2] = np.cos(angles)\n    table[:, 1::2] = np.sin(angles[:, :embedding_dim // 2])",
+        "test_sinusoidal_table", ["position 0 is sin 0 = 0, cos 0 = 1 in every pair", "got [1.0, 0.0, 1.0, 0.0"], set()),
+    "sinusoids as two halves, sines then cosines": (
+        "sinusoidal", "    table[:, 0::2] = np.sin(angles)\n    table[:, 1::2] = np.cos(angles[:, :embedding_dim // 2])",
+        "    h = (embedding_dim + 1) // 2\n    table[:, :h] = np.sin(angles)\n"
+        "    table[:, h:] = np.cos(angles[:, :embedding_dim // 2])",
+        "test_sinusoidal_table", ["position 0 is sin 0 = 0, cos 0 = 1 in every pair", "got [0.0, 0.0, 0.0, 1.0"],
+        set()),
+    "M_k turns by one step whatever k": (
+        "shift", "c, s = math.cos(k * w), math.sin(k * w)", "c, s = math.cos(w), math.sin(w)",
+        "test_shift_matrix", ["k = 0 moves nothing, M_0 must be the identity"], set()),
+    "RoPE writes into x": (
+        "rope", "    out = np.empty_like(x)\n    out[..., 0::2] = a * cos - b * sin",
+        "    out = x\n    out[..., 0::2] = a * cos - b * sin",
+        "test_rotate_pairs", ["rotate_pairs([1, 0, 0, 2]) with pair 0 turned by +90°: expected [0.0, 1.0, 0.0, 2.0], "
+                              "got [0.0, 0.0, 0.0, 2.0]", "x itself was overwritten while it was being read"], set()),
+    "RoPE result in float64": (
+        "rope", "    out = np.empty_like(x)\n", "    out = np.empty(x.shape)\n",
+        "test_rotate_pairs", ["keep float32 (got float64)"], set()),
+})
+
 # Right answers other than the lesson's own, each put in place of one solution region (cell, which region of the cell,
 # the code): every visible test must pass with each of them, since the docstrings allow them all.
 ALTERNATIVES = {
@@ -358,6 +497,15 @@ ALTERNATIVES = {
         angles = np.outer(np.arange(max_seq_length), freqs)
         pairs = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(max_seq_length, -1)
         return pairs[:, :embedding_dim].astype(np.float32)
+        """),
+    "sinusoids written straight into a float32 table": ("sinusoidal", 0, """
+        table = np.zeros((max_seq_length, embedding_dim), np.float32)
+        for i in range(0, embedding_dim, 2):
+            angle = np.arange(max_seq_length) * base ** (-i / embedding_dim)
+            table[:, i] = np.sin(angle)
+            if i + 1 < embedding_dim:
+                table[:, i + 1] = np.cos(angle)
+        return table
         """),
     "sinusoid speeds from np.geomspace": ("sinusoidal", 0, """
         pairs = (embedding_dim + 1) // 2
@@ -432,6 +580,123 @@ ALTERNATIVES = {
 }
 
 
+ALTERNATIVES.update({
+    "lookup one id at a time in a Python loop": ("lookup", 0, """
+        flat = ids.reshape(-1)
+        out = np.empty((flat.size,) + table.shape[1:], table.dtype)
+        for j, i in enumerate(flat):
+            if not 0 <= i < table.shape[0]:
+                raise TokenIdError(f"token id {i} is outside [0, {table.shape[0]})")
+            out[j] = table[i]
+        return out.reshape(ids.shape + table.shape[1:])
+        """),
+    "scatter-add one row at a time in a Python loop": ("scatter", 0, """
+        dense = np.zeros((num_rows,) + rows.shape[1:], dtype=rows.dtype)
+        for i, row in zip(np.ravel(ids), rows):
+            dense[i] += row
+        return dense
+        """),
+    "sum by id in a dict, one row at a time": ("scatter", 1, """
+        sums = {}
+        for i, row in zip(np.ravel(ids).tolist(), rows):
+            sums[i] = sums[i] + row if i in sums else row.copy()
+        keys = sorted(sums)
+        summed = np.zeros((len(keys),) + rows.shape[1:], rows.dtype)
+        for j, i in enumerate(keys):
+            summed[j] = sums[i]
+        return np.array(keys, np.int64), summed
+        """),
+    "padding positions left out with an n-d mask": ("embedding-grad", 0, """
+        ids = np.asarray(ids)
+        keep = np.ones(ids.shape, bool) if padding_idx is None else ids != padding_idx
+        return scatter_add_rows(ids[keep], d_out[keep], num_rows)
+        """),
+    "padding row zeroed after the scatter-add": ("embedding-grad", 0, """
+        dense = scatter_add_rows(np.ravel(ids), d_out.reshape(-1, d_out.shape[-1]), num_rows)
+        if padding_idx is not None:
+            dense[padding_idx] = 0
+        return dense
+        """),
+    "float32 draws into one array with out=": ("init", 0, """
+        table = np.empty((vocab_size, embedding_dim), np.float32)
+        bounds = {'uniform': 1 / math.sqrt(embedding_dim),
+                  'xavier': math.sqrt(6 / (vocab_size + embedding_dim))}
+        if init_type == 'normal':
+            rng.standard_normal(dtype=np.float32, out=table)
+            table /= np.float32(math.sqrt(embedding_dim))
+            return table
+        if init_type not in bounds:
+            raise ValueError(f"{init_type!r} is none of {INIT_TYPES}")
+        rng.random(dtype=np.float32, out=table)
+        np.multiply(table, 2 * bounds[init_type], out=table, casting='same_kind')
+        table -= np.float32(bounds[init_type])
+        return table
+        """),
+    "token ids checked with np.issubdtype and a mask": ("as-ids", 0, """
+        if isinstance(ids, Tensor):
+            ids = ids.data
+        if isinstance(ids, (list, tuple)) and len(ids) == 0:
+            return np.zeros(0, np.int64)
+        arr = np.asarray(ids)
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"expected integer token ids, got dtype {arr.dtype}")
+        if vocab_size is not None:
+            bad = (arr < 0) | (arr >= vocab_size)
+            if bad.any():
+                raise TokenIdError(f"id {arr[bad][0]} is not in [0, {vocab_size})")
+        return arr
+        """),
+    "token ids copied, the first bad one found in a loop": ("as-ids", 0, """
+        data = ids.data if isinstance(ids, Tensor) else ids
+        if isinstance(data, str):
+            raise TypeError("token ids must be integers, got a str")
+        arr = np.array(data)
+        if isinstance(data, (list, tuple)) and arr.size == 0:
+            arr = arr.astype(np.int64)
+        if arr.dtype.kind not in 'iu':
+            raise TypeError(f"token ids must be integers, got {arr.dtype}")
+        for i in arr.flat if vocab_size is not None else ():
+            if i < 0 or i >= vocab_size:
+                raise TokenIdError(f"token id {i} outside [0, {vocab_size})")
+        return arr
+        """),
+    "shift matrix as 2 × 2 blocks placed by np.einsum": ("shift", 0, """
+        w = base ** (-np.arange(0, embedding_dim, 2) / embedding_dim)
+        c, s = np.cos(k * w), np.sin(k * w)
+        blocks = np.stack([np.stack([c, s], -1), np.stack([-s, c], -1)], -2)  # (d/2, 2, 2)
+        half = embedding_dim // 2
+        return np.einsum('ij,iab->iajb', np.eye(half), blocks).reshape(embedding_dim, embedding_dim)
+        """),
+    "token + position layer without as_token_ids": ("tpe-forward", 0, """
+        ids = np.asarray(input_ids.data if isinstance(input_ids, Tensor) else input_ids)
+        if ids.ndim not in (1, 2):
+            raise ValueError(f"ids of shape {ids.shape}: expected 1-D or 2-D")
+        start = _position_start(start_pos, ids.shape[-1], self.max_seq_length, 'TokenPositionEmbedding')
+        x = self.tokens(ids)
+        if self.scale_embeddings:
+            x = x * math.sqrt(self.embedding_dim)
+        if self.positions is not None:
+            x = self.positions(x, False, start)
+        return x
+        """),
+    "tied table through embedding_grad, read-out by np.einsum, added in place": ("tie", 0, """
+        grad = embedding_grad(ids, d_rows, d_logits.shape[-1], padding_idx)
+        V, D = d_logits.shape[-1], hidden.shape[-1]
+        grad += np.einsum('nv,nd->vd', d_logits.reshape(-1, V), hidden.reshape(-1, D)).astype(grad.dtype)
+        return grad
+        """),
+})
+
+# the graded part each solution region is checked by
+PART_OF = {("lookup", 0): "test_lookup_rows", ("scatter", 0): "test_scatter_add_rows",
+           ("scatter", 1): "test_sum_rows_by_id", ("embedding-grad", 0): "test_embedding_grad",
+           ("init", 0): "test_init_embedding_table", ("as-ids", 0): "test_as_token_ids",
+           ("sinusoidal", 0): "test_sinusoidal_table", ("shift", 0): "test_shift_matrix",
+           ("learned", 0): "test_learned_positional_embedding",
+           ("tpe-forward", 0): "test_token_position_embedding", ("tie", 0): "test_tied_table_grad",
+           ("rope", 0): "test_rotate_pairs"}
+
+
 def with_solution(nb: dict, cell_id: str, index: int, code: str) -> dict:
     "`nb` with the `index`-th solution region of cell `cell_id` holding `code` (written at any indentation)."
     def swap(source):
@@ -486,11 +751,31 @@ def test_the_solved_release_passes_every_visible_test(solved, source_path, tmp_p
     assert all(error is None for error in results.values()), results
 
 
+
+def test_every_graded_part_has_two_other_right_answers_and_two_named_mistakes(source_path):
+    "Each graded part: at least two right answers other than the lesson's own, and two typical mistakes with messages."
+    parts = {gid for gid, kind, _ in graded_parts(source_path) if kind == "test"}
+    assert set(PART_OF.values()) == parts, sorted(parts ^ set(PART_OF.values()))
+    right = {part: [n for n, (cell, i, _) in ALTERNATIVES.items() if PART_OF[cell, i] == part] for part in parts}
+    wrong = {part: [n for n, m in MISTAKES.items() if m[3] == part and "delegates" not in n] for part in parts}
+    few = {part: (len(right[part]), len(wrong[part])) for part in sorted(parts)
+           if len(right[part]) < 2 or len(wrong[part]) < 2}
+    assert not few, f"parts with fewer than two other right answers or two named mistakes: {few}"
+
 @pytest.mark.parametrize("name", list(ALTERNATIVES))
 def test_every_right_answer_gets_full_marks(solved, tmp_path, name):
     results = visible_results(with_solution(solved, *ALTERNATIVES[name]), tmp_path)
     failed = {part: error for part, error in results.items() if error is not None}
     assert not failed, f"{name}: a right answer lost points: {failed}"
+
+
+@pytest.mark.parametrize("name", list(ALTERNATIVES))
+def test_every_right_answer_passes_the_hidden_tests_too(source_path, tmp_path, name):
+    "The lesson's own notebook, hidden tests included, with the other right answer in place of the lesson's."
+    lesson = json.loads(source_path.read_text())
+    results = visible_results(with_solution(lesson, *ALTERNATIVES[name]), tmp_path)
+    failed = {part: error for part, error in results.items() if error is not None}
+    assert not failed, f"{name}: a right answer lost points on the hidden tests: {failed}"
 
 
 @pytest.mark.parametrize("name", list(MISTAKES))
@@ -528,4 +813,4 @@ def test_tinytorch_test_refuses_a_delegation(solved, tmp_path):
     lines = {line.split()[1]: line for line in out.stdout.splitlines() if line.strip().startswith(("PASS", "FAIL"))}
     failed = [gid for gid, line in lines.items() if line.strip().startswith("FAIL")]
     assert failed == ["test_scatter_add_rows"], out.stdout
-    assert "LibraryKernelWithheld: your scatter_add_rows called the library's scatter_add_rows" in lines[failed[0]], out.stdout
+    assert "LibraryCodeWithheld: your scatter_add_rows called the library's scatter_add_rows" in lines[failed[0]], out.stdout

@@ -16,32 +16,16 @@ from .parallel import UNFINISHED, alone_first, note_time, parts_for, run_paralle
 from .tensor import Tensor, check_skip
 
 # %% auto #0
-__all__ = ['HEAVY_REPEATS', 'LibraryKernelWithheld', 'withheld', 'TokenIdError', 'as_token_ids', 'IdRuns', 'stable_order',
-           'id_runs', 'without_id', 'by_level', 'sum_rows_by_id', 'gather_rows', 'lookup_rows', 'add_rows_at',
-           'scatter_add_rows']
+__all__ = ['LibraryKernelWithheld', 'HEAVY_REPEATS', 'TokenIdError', 'as_token_ids', 'IdRuns', 'stable_order', 'id_runs',
+           'without_id', 'by_level', 'sum_rows_by_id', 'gather_rows', 'lookup_rows', 'add_rows_at', 'scatter_add_rows']
 
 # %% ../../nbs/11b_row_kernels.ipynb #withheld
-class LibraryKernelWithheld(RuntimeError):
-    "A kernel of this module was called while `withheld(...)` held the library back (a graded exercise's test)."
+from .tensor import LibraryCodeWithheld, refuse_if_withheld, withheld
 
-_withheld_for: Optional[str] = None      # the exercise being graded, while `withheld` is active
-
-@contextlib.contextmanager
-def withheld(exercise: str):
-    "While active, every kernel here raises `LibraryKernelWithheld` naming `exercise`. Nests; restored on exit."
-    global _withheld_for
-    previous, _withheld_for = _withheld_for, str(exercise)
-    try:
-        yield
-    finally:
-        _withheld_for = previous
+LibraryKernelWithheld = LibraryCodeWithheld      # the name this module's callers know
 
 def _refuse_if_withheld(kernel: str):
-    if _withheld_for is not None:
-        raise LibraryKernelWithheld(
-            f"your {_withheld_for} called the library's {kernel} (tinytorch.core.row_kernels), which is withheld while "
-            f"this exercise is graded: the points are for your own code, written with NumPy")
-
+    refuse_if_withheld(kernel, 'tinytorch.core.row_kernels')
 
 # %% ../../nbs/11b_row_kernels.ipynb #ids
 class TokenIdError(ValueError, IndexError):

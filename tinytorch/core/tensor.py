@@ -9,8 +9,8 @@ import contextlib
 import numpy as np
 
 # %% auto #0
-__all__ = ['is_grad_enabled', 'no_grad', 'unbroadcast', 'Tensor', 'LibraryCodeWithheld', 'withheld', 'check_skip',
-           'RowSparseGrad', 'accumulate_grad', 'cross_entropy']
+__all__ = ['is_grad_enabled', 'no_grad', 'unbroadcast', 'Tensor', 'LibraryCodeWithheld', 'withheld', 'refuse_if_withheld',
+           'check_skip', 'RowSparseGrad', 'accumulate_grad', 'cross_entropy']
 
 # %% ../../nbs/01_tensor.ipynb #grad-mode
 _grad_enabled = True
@@ -109,6 +109,29 @@ class Tensor:
         "Forget the accumulated gradient."
         self.grad = None
 
+# %% ../../nbs/01_tensor.ipynb #withheld
+class LibraryCodeWithheld(RuntimeError):
+    "Library code that computes an exercise's result ran while `withheld(...)` held it back."
+
+_withheld_for = None          # the exercise being graded, while `withheld` is active
+
+@contextlib.contextmanager
+def withheld(exercise: str):
+    "While active, every `refuse_if_withheld` call raises, naming `exercise`. Nests."
+    global _withheld_for
+    previous, _withheld_for = _withheld_for, str(exercise)
+    try:
+        yield
+    finally:
+        _withheld_for = previous
+
+def refuse_if_withheld(name: str, module: str = 'tinytorch.core.tensor'):
+    "Raise `LibraryCodeWithheld` if an exercise is being graded: `name` (of `module`) is held back."
+    if _withheld_for is not None:
+        raise LibraryCodeWithheld(
+            f"your {_withheld_for} called the library's {name} ({module}), which is withheld "
+            "while this exercise is graded: the points are for your own code, written with NumPy")
+
 # %% ../../nbs/01_tensor.ipynb #sparse-simple
 def _leave_out(ids: np.ndarray, rows: np.ndarray, skip) -> tuple:
     "`ids` and `rows` without the positions whose id is `skip` (both unchanged when `skip` is None)."
@@ -117,30 +140,9 @@ def _leave_out(ids: np.ndarray, rows: np.ndarray, skip) -> tuple:
     keep = ids != skip
     return ids[keep], rows[keep]
 
-class LibraryCodeWithheld(RuntimeError):
-    "A row kernel of this module was called while `withheld(...)` held it back (a graded exercise's test)."
-
-_withheld_for = None          # the exercise being graded, while `withheld` is active
-
-@contextlib.contextmanager
-def withheld(exercise: str):
-    "While active, the default row kernels below refuse to run, naming `exercise`. Nests."
-    global _withheld_for
-    previous, _withheld_for = _withheld_for, str(exercise)
-    try:
-        yield
-    finally:
-        _withheld_for = previous
-
-def _refuse_if_withheld(kernel: str):
-    if _withheld_for is not None:
-        raise LibraryCodeWithheld(
-            f"your {_withheld_for} called the library's {kernel} (tinytorch.core.tensor), which is "
-            "withheld while this exercise is graded: the points are for your own code")
-
 def _sum_rows_sorted(ids: np.ndarray, rows: np.ndarray, skip=None):
     "Distinct sorted `ids` (`skip` left out) and the summed rows of each: one sort, then `np.add.reduceat`."
-    _refuse_if_withheld('_sum_rows_sorted')
+    refuse_if_withheld('_sum_rows_sorted')
     ids, rows = _leave_out(ids, rows, skip)
     if ids.size == 0:
         return ids.copy(), rows.copy()
@@ -153,7 +155,7 @@ def _add_rows_coalesced(dense: np.ndarray, ids: np.ndarray, rows: np.ndarray, fr
                         skip=None) -> np.ndarray:
     """`dense[ids[j]] += rows[j]` for every j with `ids[j] != skip`, duplicates included: coalesced first,
     so each row is written once. `fresh=True`: `dense` is uninitialised memory, to be zeroed first."""
-    _refuse_if_withheld('_add_rows_coalesced')
+    refuse_if_withheld('_add_rows_coalesced')
     if fresh:
         dense.fill(0)
     unique, summed = _sum_rows_sorted(ids, rows, skip)
