@@ -645,6 +645,39 @@ def bench_grid(rounds, use_torch, loads, busy_processes, before=None,
     return rows
 
 
+DEMO_SIZES = [("100k x 256, 8x128", 100_000, 256, (8, 128)),
+              ("100k x 256, 32x128", 100_000, 256, (32, 128))]
+
+
+def profiler_check(rounds, times=3):
+    """The numbers `tinytorch demo` and the lesson print (the profiler's
+    measure_lookup_performance: the forward on a fresh batch every call, NumPy's checked table[ids]
+    in the same rounds) next to this script's fresh-ids race of the same sizes, the two taking
+    turns `times` times: they should agree within the spread of either."""
+    rows = []
+    for label, vocab, dim, shape in DEMO_SIZES:
+        contenders, _ = grid_contenders(vocab, dim, shape, False, fresh=True)
+        fns = {k: v for k, v in contenders["forward"].items() if k in ("ours", "NumPy")}
+        layer = Embedding(vocab, dim, seed=0)
+        for turn in range(times):
+            prof = EmbeddingProfiler(repeats=10, warmup=2, seed=turn)      # as the demo sets it up
+            prof.bandwidth_gb_s = 1.0                                       # not measured here
+            r = prof.measure_lookup_performance(layer, [shape[0]], [shape[1]])
+            r = r[f"batch_{shape[0]}_seq_{shape[1]}"]
+            samples = interleaved_samples(fns, rounds)
+            ours, numpy_ms = (float(np.median(samples[k])) for k in ("ours", "NumPy"))
+            row = {"size": label, "turn": turn + 1, "profiler_ms": r["lookup_time_ms"],
+                   "profiler_numpy_ms": r["numpy_time_ms"],
+                   "profiler_ratio": r["lookup_over_numpy"],
+                   "bench_ms": ours, "bench_numpy_ms": numpy_ms, "bench_ratio": ours / numpy_ms,
+                   "loadavg": os.getloadavg()[0]}
+            rows.append(row)
+            print(f"| {label:<19} | {turn + 1} | {row['profiler_ms']:8.3f} | "
+                  f"{row['profiler_numpy_ms']:8.3f} | {row['profiler_ratio']:5.2f} | {ours:8.3f} | "
+                  f"{numpy_ms:8.3f} | {row['bench_ratio']:5.2f} | {row['loadavg']:.1f}", flush=True)
+    return rows
+
+
 def _ratio(r):
     return "-" if r is None else f"{r[0]:.2f} ({r[1]:.2f}-{r[2]:.2f})"
 
@@ -693,6 +726,9 @@ def main():
     parser.add_argument("--fresh-ids", action="store_true",
                         help="the grid gathers a new batch of ids on every call (as the profiler "
                              "and the lesson do), not the same ids")
+    parser.add_argument("--profiler-check", action="store_true",
+                        help="only this: the lookups `tinytorch demo` prints (the profiler's "
+                             "numbers) next to this script's race of the same sizes, fresh ids")
     parser.add_argument("--busy-processes", type=int, default=os.cpu_count(),
                         help="CPU-bound processes started for the busy rounds (default: one per core)")
     parser.add_argument("--before", metavar="CHECKOUT", default=None,
@@ -726,7 +762,14 @@ def main():
     profiler = EmbeddingProfiler(repeats=20)
     bandwidth = profiler.measure_memory_bandwidth(size_mb=256)
     targets, fixed, grid = [], [], []
-    if args.grid or args.grid_only:
+    if args.profiler_check:
+        print("The profiler (10 repeats, as `tinytorch demo` runs it) and this script's race "
+              f"(medians of {args.grid_rounds} rounds), taking turns; fresh ids every call; ms")
+        print("| size                | turn | profiler | its NumPy | ratio | bench ms | its NumPy "
+              "| ratio | load")
+        grid = profiler_check(args.grid_rounds)
+        args.grid, args.grid_only = False, True          # nothing else
+    if (args.grid or args.grid_only) and not grid:
         print(f"Grid: medians of interleaved rounds; ratio (middle half of the per-round ratios); busy = "
               f"{args.busy_processes} CPU-bound processes, idle and busy races alternating; ids: "
               f"{'a new batch every call' if args.fresh_ids else 'the same every call'}; "
