@@ -553,23 +553,26 @@ POOL_BATCHES = 32        # --fresh-ids: every call takes the next of this many b
 
 def grid_contenders(vocab, dim, shape, use_torch, before=None, fresh=False):
     """{operation: {contender: fn}} for one size of the grid, and a set-up that forgets every
-    gradient. `fresh`: every call gathers a new batch of ids (the next of a pool, each contender its
-    own turn through the same pool), as the profiler, the lesson and a training loop do; else the
-    same ids."""
+    gradient. `fresh`: every call gathers a new batch of ids (the next of a pool of its own: a batch
+    another contender read in the same round would find its rows in cache), as the profiler, the
+    lesson and a training loop do; else the same ids."""
     rng = np.random.default_rng(0)
     layer = Embedding(vocab, dim, seed=0)
     table = layer.weight.data
-    pool = list(rng.integers(0, vocab, ((POOL_BATCHES if fresh else 1),) + shape))
+    same = rng.integers(0, vocab, (1,) + shape)
     grad = rng.standard_normal(shape + (dim,), dtype=np.float32)
+    def pool():
+        "A contender's own batches: none read by another, whose rows would then still be in cache."
+        return list(rng.integers(0, vocab, (POOL_BATCHES,) + shape) if fresh else same)
     layers = {"ours": layer}
     if before is not None:
         layers["before"] = before.Embedding.from_pretrained(table, freeze=False)
 
-    def turns(batches):
-        "A function returning the next of `batches`, round and round (one per contender)."
-        return itertools.cycle(batches).__next__
+    def turns(batches=None):
+        "A function returning the next of `batches` (default: a new pool), round and round."
+        return itertools.cycle(pool() if batches is None else batches).__next__
 
-    def numpy_forward(next_ids=turns(pool)):  # as NumPy users write it: the check, then table[ids]
+    def numpy_forward(next_ids=turns()):  # as NumPy users write it: the check, then table[ids]
         ids = next_ids()
         if ids.size and (ids.min() < 0 or ids.max() >= vocab):
             raise TokenIdError(f"token id out of range: ids must be in [0, {vocab})")
@@ -577,20 +580,20 @@ def grid_contenders(vocab, dim, shape, use_torch, before=None, fresh=False):
     fwd, step = {"NumPy": numpy_forward}, {}
     for name, lay in layers.items():
         for suffix, wrap in (("", lambda f: f), (", 1 thread", one_thread)):
-            def forward(lay=lay, next_ids=turns(pool)):
+            def forward(lay=lay, next_ids=turns()):
                 with no_grad():
                     lay.forward(next_ids())
-            def fwd_bwd(lay=lay, next_ids=turns(pool)):
+            def fwd_bwd(lay=lay, next_ids=turns()):
                 lay.forward(next_ids()).backward(grad)
             fwd[name + suffix], step[name + suffix] = wrap(forward), wrap(fwd_bwd)
     if use_torch:
-        t_pool = [torch.from_numpy(i) for i in pool]
+        t_pool = lambda: [torch.from_numpy(i) for i in pool()]
         t_table, t_grad = torch.from_numpy(table), torch.from_numpy(grad)
         tw = t_table.clone().requires_grad_(True)
-        def torch_forward(next_ids=turns(t_pool)):
+        def torch_forward(next_ids=turns(t_pool())):
             with torch.no_grad():
                 F.embedding(next_ids(), t_table)
-        def torch_step(next_ids=turns(t_pool)):
+        def torch_step(next_ids=turns(t_pool())):
             F.embedding(next_ids(), tw).backward(t_grad)
         fwd["torch"], step["torch"] = torch_forward, torch_step
 

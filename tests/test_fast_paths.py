@@ -69,7 +69,7 @@ def test_stable_order_is_a_stable_argsort(bound):
 def test_fresh_scatter_add_equals_the_loop_bit_for_bit(threads, num_rows, n, heavy, planned,
                                                        monkeypatch):
     # small tables are gathered in row order, large sparse ones are zeroed and scattered: both run
-    # here; planned=False lets a small job with few repeats skip the plan, as it does outside the tests
+    # here; planned=False lets a small job with few repeats skip the plan, as outside the tests
     if planned:
         monkeypatch.setattr(K, "_FEW_VALUES", 0)
     ids, rows = random_case(np.random.default_rng(n + heavy), num_rows, n, 5, heavy)

@@ -147,10 +147,10 @@ def _measure_lookup_performance(self: EmbeddingProfiler, embedding_layer, batch_
                                 seq_lengths: Sequence[int]) -> Dict[str, dict]:
     """Median lookup time, tokens/s and GB/s (and % of the copy roofline) per (batch, seq).
 
-    Three timings, side by side in the same rounds (`time_side_by_side`), each call on the next
-    batch of the same pool of fresh ids: `forward` into a new output (what a training step pays,
-    including the first touch of fresh memory), the bare gather into a reused output (`gather_*`),
-    which is what the roofline bounds, and NumPy's checked `table[ids]` (`numpy_*`)."""
+    Three timings, side by side in the same rounds (`time_side_by_side`), each call on a new
+    batch of ids that no other call reads: `forward` into a new output (what a training step
+    pays, including the first touch of fresh memory), the bare gather into a reused output
+    (`gather_*`), which is what the roofline bounds, and NumPy's checked `table[ids]` (`numpy_*`)."""
     if self.bandwidth_gb_s is None:
         self.measure_memory_bandwidth()
     layer = embedding_layer
@@ -158,9 +158,11 @@ def _measure_lookup_performance(self: EmbeddingProfiler, embedding_layer, batch_
     results = {}
     for batch in batch_sizes:
         for seq in seq_lengths:
-            # a fresh batch per call, as in training: re-reading one batch would be served from cache
-            pool = self.rng.integers(0, layer.vocab_size, (self.repeats + self.warmup, batch, seq))
-            batches, again, peer = iter(pool), iter(pool), iter(pool)
+            # a fresh batch per call, as in training: re-reading one batch would be served from
+            # cache; so each of the three reads batches of its own, never another's
+            calls = self.repeats + self.warmup
+            pool = self.rng.integers(0, layer.vocab_size, (3, calls, batch, seq))
+            batches, peer, again = iter(pool[0]), iter(pool[1]), iter(pool[2])
             reused = np.zeros((batch, seq, dim), layer.weight.dtype)
             with no_grad():
                 times = time_side_by_side(
@@ -169,7 +171,7 @@ def _measure_lookup_performance(self: EmbeddingProfiler, embedding_layer, batch_
                      'gather': lambda: gather_rows(layer.weight.data, next(again), reused)},
                     self.repeats, self.warmup, self.clock)
             t, g, p = times['forward'], times['gather'], times['numpy']
-            ids = pool[0]
+            ids = pool[0, 0]
             seconds, n = t['median_ms'] / 1e3, batch * seq
             moved = lookup_bytes(n, dim, itemsize, ids.itemsize)
             gather_gb_s = moved / (g['median_ms'] / 1e3) / 1e9
