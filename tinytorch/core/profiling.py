@@ -150,7 +150,8 @@ def _measure_lookup_performance(self: EmbeddingProfiler, embedding_layer, batch_
     Three timings, side by side in the same rounds (`time_side_by_side`), each call on a new
     batch of ids that no other call reads: `forward` into a new output (what a training step
     pays, including the first touch of fresh memory), the bare gather into a reused output
-    (`gather_*`), which is what the roofline bounds, and NumPy's checked `table[ids]` (`numpy_*`)."""
+    (`gather_*`), which is what the roofline bounds, and NumPy's checked `table[ids]` (`numpy_*`).
+    """
     if self.bandwidth_gb_s is None:
         self.measure_memory_bandwidth()
     layer = embedding_layer
