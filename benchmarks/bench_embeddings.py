@@ -74,6 +74,7 @@ ACTIVE (or set the variable yourself) to reproduce the biased comparison.
 import argparse
 import contextlib
 import gc
+import itertools
 import json
 import os
 import platform
@@ -547,37 +548,54 @@ def one_thread(fn):
     return run
 
 
-def grid_contenders(vocab, dim, shape, use_torch, before=None):
-    "{operation: {contender: fn}} for one size of the grid, and a set-up that forgets every gradient."
+POOL_BATCHES = 32        # --fresh-ids: every call takes the next of this many batches
+
+
+def grid_contenders(vocab, dim, shape, use_torch, before=None, fresh=False):
+    """{operation: {contender: fn}} for one size of the grid, and a set-up that forgets every
+    gradient. `fresh`: every call gathers a new batch of ids (the next of a pool of its own: a batch
+    another contender read in the same round would find its rows in cache), as the profiler, the
+    lesson and a training loop do; else the same ids."""
     rng = np.random.default_rng(0)
     layer = Embedding(vocab, dim, seed=0)
-    table, ids = layer.weight.data, rng.integers(0, vocab, shape)
+    table = layer.weight.data
+    same = rng.integers(0, vocab, (1,) + shape)
     grad = rng.standard_normal(shape + (dim,), dtype=np.float32)
+    def pool():
+        "A contender's own batches: none read by another, whose rows would then still be in cache."
+        return list(rng.integers(0, vocab, (POOL_BATCHES,) + shape) if fresh else same)
     layers = {"ours": layer}
     if before is not None:
         layers["before"] = before.Embedding.from_pretrained(table, freeze=False)
 
-    def numpy_forward():                      # what a NumPy user writes: the same check, then table[ids]
+    def turns(batches=None):
+        "A function returning the next of `batches` (default: a new pool), round and round."
+        return itertools.cycle(pool() if batches is None else batches).__next__
+
+    def numpy_forward(next_ids=turns()):  # as NumPy users write it: the check, then table[ids]
+        ids = next_ids()
         if ids.size and (ids.min() < 0 or ids.max() >= vocab):
             raise TokenIdError(f"token id out of range: ids must be in [0, {vocab})")
         return table[ids]
     fwd, step = {"NumPy": numpy_forward}, {}
     for name, lay in layers.items():
-        def forward(lay=lay):
-            with no_grad():
-                lay.forward(ids)
-        def fwd_bwd(lay=lay):
-            lay.forward(ids).backward(grad)
-        fwd[name], fwd[name + ", 1 thread"] = forward, one_thread(forward)
-        step[name], step[name + ", 1 thread"] = fwd_bwd, one_thread(fwd_bwd)
+        for suffix, wrap in (("", lambda f: f), (", 1 thread", one_thread)):
+            def forward(lay=lay, next_ids=turns()):
+                with no_grad():
+                    lay.forward(next_ids())
+            def fwd_bwd(lay=lay, next_ids=turns()):
+                lay.forward(next_ids()).backward(grad)
+            fwd[name + suffix], step[name + suffix] = wrap(forward), wrap(fwd_bwd)
     if use_torch:
-        t_table, t_ids, t_grad = torch.from_numpy(table), torch.from_numpy(ids), torch.from_numpy(grad)
+        t_pool = lambda: [torch.from_numpy(i) for i in pool()]
+        t_table, t_grad = torch.from_numpy(table), torch.from_numpy(grad)
         tw = t_table.clone().requires_grad_(True)
-        def torch_forward():
+        def torch_forward(next_ids=turns(t_pool())):
             with torch.no_grad():
-                F.embedding(t_ids, t_table)
-        fwd["torch"] = torch_forward
-        step["torch"] = lambda: F.embedding(t_ids, tw).backward(t_grad)
+                F.embedding(next_ids(), t_table)
+        def torch_step(next_ids=turns(t_pool())):
+            F.embedding(next_ids(), tw).backward(t_grad)
+        fwd["torch"], step["torch"] = torch_forward, torch_step
 
     def forget(_=None):
         for lay in layers.values():
@@ -592,34 +610,74 @@ def grid_rounds(n_ids, rounds):
     return max(15, rounds if n_ids <= 8192 else rounds // 2)
 
 
-def bench_grid(rounds, use_torch, loads, busy_processes, before=None, ops=("forward", "fwd + dense bwd")):
-    """Forward and forward + dense backward on GRID, idle and with `busy_processes` CPU-bound
-    processes: every contender once per round in a new random order; medians, and the middle half of
-    the per-round ratios."""
+def bench_grid(rounds, use_torch, loads, busy_processes, before=None,
+               ops=("forward", "fwd + dense bwd"), sizes=None, fresh=False):
+    """Forward and forward + dense backward on GRID (`sizes`: the indices to run, default all), idle
+    and with `busy_processes` CPU-bound processes, the two conditions interleaved: for each size and
+    operation, the idle race, then the busy one, so that other work on the machine weighs on both
+    alike. Every contender once per round in a new random order; medians, and the middle half of
+    the per-round ratios; the load average at the start and the end of each race."""
     rows = []
-    for load in loads:
-        with (BackgroundLoad(busy_processes) if load == "busy" else contextlib.nullcontext()):
-            for label, vocab, dim, shape in GRID:
-                contenders, forget = grid_contenders(vocab, dim, shape, use_torch, before)
-                n_rounds = grid_rounds(int(np.prod(shape)), rounds)
-                for op, fns in contenders.items():
-                    if op not in ops:
-                        continue
+    for index, (label, vocab, dim, shape) in enumerate(GRID):
+        if sizes is not None and index not in sizes:
+            continue
+        n_rounds = grid_rounds(int(np.prod(shape)), rounds)
+        contenders, forget = grid_contenders(vocab, dim, shape, use_torch, before, fresh)
+        for op in ops:
+            for load in loads:
+                busy = load == "busy"
+                with BackgroundLoad(busy_processes) if busy else contextlib.nullcontext():
+                    fns, load_at_start = contenders[op], os.getloadavg()[0]
                     samples = interleaved_samples(fns, n_rounds, setup=None if op == "forward" else forget)
-                    med = {name: float(np.median(s)) for name, s in samples.items()}
-                    def paired(a, b):
-                        if a not in samples or b not in samples:
-                            return None
-                        q = np.percentile(np.divide(samples[a], samples[b]), [25, 75])
-                        return [med[a] / med[b], float(q[0]), float(q[1])]
-                    row = {"load": load, "size": label, "vocab": vocab, "dim": dim, "ids": list(shape), "op": op,
-                           "rounds": n_rounds, "ms": med, "loadavg": os.getloadavg()[0]}
-                    for who in ("ours", "before"):
-                        row[who + " / NumPy"] = paired(who, "NumPy") if op == "forward" else None
-                        row[who + " / torch"] = paired(who, "torch")
-                        row[who + " / 1 thread"] = paired(who, who + ", 1 thread")
-                    rows.append(row)
-                    print_grid_row(row)
+                    load_at_end = os.getloadavg()[0]
+                med = {name: float(np.median(s)) for name, s in samples.items()}
+                def paired(a, b):
+                    if a not in samples or b not in samples:
+                        return None
+                    q = np.percentile(np.divide(samples[a], samples[b]), [25, 75])
+                    return [med[a] / med[b], float(q[0]), float(q[1])]
+                row = {"load": load, "size": label, "vocab": vocab, "dim": dim, "ids": list(shape),
+                       "op": op, "rounds": n_rounds, "fresh_ids": fresh, "ms": med,
+                       "loadavg_start": load_at_start, "loadavg": load_at_end}
+                for who in ("ours", "before"):
+                    row[who + " / NumPy"] = paired(who, "NumPy") if op == "forward" else None
+                    row[who + " / torch"] = paired(who, "torch")
+                    row[who + " / 1 thread"] = paired(who, who + ", 1 thread")
+                rows.append(row)
+                print_grid_row(row)
+    return rows
+
+
+DEMO_SIZES = [("100k x 256, 8x128", 100_000, 256, (8, 128)),
+              ("100k x 256, 32x128", 100_000, 256, (32, 128))]
+
+
+def profiler_check(rounds, times=3):
+    """The numbers `tinytorch demo` and the lesson print (the profiler's
+    measure_lookup_performance: the forward on a fresh batch every call, NumPy's checked table[ids]
+    in the same rounds) next to this script's fresh-ids race of the same sizes, the two taking
+    turns `times` times: they should agree within the spread of either."""
+    rows = []
+    for label, vocab, dim, shape in DEMO_SIZES:
+        contenders, _ = grid_contenders(vocab, dim, shape, False, fresh=True)
+        fns = {k: v for k, v in contenders["forward"].items() if k in ("ours", "NumPy")}
+        layer = Embedding(vocab, dim, seed=0)
+        for turn in range(times):
+            prof = EmbeddingProfiler(repeats=10, warmup=2, seed=turn)      # as the demo sets it up
+            prof.bandwidth_gb_s = 1.0                                       # not measured here
+            r = prof.measure_lookup_performance(layer, [shape[0]], [shape[1]])
+            r = r[f"batch_{shape[0]}_seq_{shape[1]}"]
+            samples = interleaved_samples(fns, rounds)
+            ours, numpy_ms = (float(np.median(samples[k])) for k in ("ours", "NumPy"))
+            row = {"size": label, "turn": turn + 1, "profiler_ms": r["lookup_time_ms"],
+                   "profiler_numpy_ms": r["numpy_time_ms"],
+                   "profiler_ratio": r["lookup_over_numpy"],
+                   "bench_ms": ours, "bench_numpy_ms": numpy_ms, "bench_ratio": ours / numpy_ms,
+                   "loadavg": os.getloadavg()[0]}
+            rows.append(row)
+            print(f"| {label:<19} | {turn + 1} | {row['profiler_ms']:8.3f} | "
+                  f"{row['profiler_numpy_ms']:8.3f} | {row['profiler_ratio']:5.2f} | {ours:8.3f} | "
+                  f"{numpy_ms:8.3f} | {row['bench_ratio']:5.2f} | {row['loadavg']:.1f}", flush=True)
     return rows
 
 
@@ -637,7 +695,8 @@ def print_grid_row(row):
     if "before" in ms:
         line += (f" {ms['before']:8.3f} | {_ratio(row['before / NumPy']):<16} | {_ratio(row['before / torch']):<16} | "
                  f"{_ratio(row['before / 1 thread']):<16} |")
-    print(line + f" {row['loadavg']:.1f}", flush=True)
+    start = row.get("loadavg_start", row["loadavg"])
+    print(line + f" {start:.1f}-{row['loadavg']:.1f}", flush=True)
 
 
 GRID_HEADER = ("| load | size (table, ids)   | operation       |  ours ms | 1 thread |  NumPy ms | torch ms | "
@@ -663,6 +722,16 @@ def main():
     parser.add_argument("--grid-rounds", type=int, default=40, help="rounds per grid race (half for the big sizes)")
     parser.add_argument("--grid-ops", default="forward,fwd + dense bwd", help="the grid's operations (comma-separated)")
     parser.add_argument("--load", default="idle,busy", help="the grid's conditions: idle, busy or both (idle,busy)")
+    parser.add_argument("--grid-sizes", default=None,
+                        help="the grid's sizes to race, by number from 1: "
+                             + "; ".join(f"{i + 1} = {g[0]}" for i, g in enumerate(GRID))
+                             + " (default: all)")
+    parser.add_argument("--fresh-ids", action="store_true",
+                        help="the grid gathers a new batch of ids on every call (as the profiler "
+                             "and the lesson do), not the same ids")
+    parser.add_argument("--profiler-check", action="store_true",
+                        help="only this: the lookups `tinytorch demo` prints (the profiler's "
+                             "numbers) next to this script's race of the same sizes, fresh ids")
     parser.add_argument("--busy-processes", type=int, default=os.cpu_count(),
                         help="CPU-bound processes started for the busy rounds (default: one per core)")
     parser.add_argument("--before", metavar="CHECKOUT", default=None,
@@ -683,16 +752,34 @@ def main():
     loads = [x.strip() for x in args.load.split(",") if x.strip()]
     if set(loads) - {"idle", "busy"} or not loads or args.busy_processes < 1 or args.grid_rounds < 1:
         parser.error("--load takes idle, busy or idle,busy; --busy-processes and --grid-rounds must be >= 1")
+    sizes = None
+    if args.grid_sizes:
+        try:
+            sizes = {int(x) - 1 for x in args.grid_sizes.split(",") if x.strip()}
+        except ValueError:
+            sizes = {-1}
+        if not sizes or not sizes <= set(range(len(GRID))):
+            parser.error(f"--grid-sizes takes numbers from 1 to {len(GRID)} (comma-separated), "
+                         f"got {args.grid_sizes!r}")
     before = load_other_checkout(args.before) if args.before else None
     profiler = EmbeddingProfiler(repeats=20)
     bandwidth = profiler.measure_memory_bandwidth(size_mb=256)
     targets, fixed, grid = [], [], []
-    if args.grid or args.grid_only:
+    if args.profiler_check:
+        print("The profiler (10 repeats, as `tinytorch demo` runs it) and this script's race "
+              f"(medians of {args.grid_rounds} rounds), taking turns; fresh ids every call; ms")
+        print("| size                | turn | profiler | its NumPy | ratio | bench ms | its NumPy "
+              "| ratio | load")
+        grid = profiler_check(args.grid_rounds)
+        args.grid, args.grid_only = False, True          # nothing else
+    if (args.grid or args.grid_only) and not grid:
         print(f"Grid: medians of interleaved rounds; ratio (middle half of the per-round ratios); busy = "
-              f"{args.busy_processes} CPU-bound processes; load average at the end of each race")
+              f"{args.busy_processes} CPU-bound processes, idle and busy races alternating; ids: "
+              f"{'a new batch every call' if args.fresh_ids else 'the same every call'}; "
+              f"load average at the start and the end of each race")
         print(GRID_HEADER + (" before ms | before/NumPy | before/torch | before/1 thread |" if before else "") + " load")
         grid = bench_grid(args.grid_rounds, use_torch, loads, args.busy_processes, before,
-                          [o.strip() for o in args.grid_ops.split(",")])
+                          [o.strip() for o in args.grid_ops.split(",")], sizes, args.fresh_ids)
     for name in (names if not args.grid_only else []):
         for pad in (None, PAD_ID):
             targets += bench_targets(name, *CONFIGS[name], hot_rounds, cold_rounds, use_torch, pad)

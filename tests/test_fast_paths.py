@@ -65,8 +65,13 @@ def test_stable_order_is_a_stable_argsort(bound):
 @pytest.mark.parametrize("threads", [1, 2, 3], indirect=True)
 @pytest.mark.parametrize("num_rows, n, heavy", [(9, 200, 0), (9, 200, 120), (50, 3000, 0), (5000, 300, 0),
                                                 (5000, 3000, 200), (70_000, 4000, 0)])
-def test_fresh_scatter_add_equals_the_loop_bit_for_bit(threads, num_rows, n, heavy):
-    # small tables are gathered in row order, large sparse ones are zeroed and scattered: both run here
+@pytest.mark.parametrize("planned", [False, True])
+def test_fresh_scatter_add_equals_the_loop_bit_for_bit(threads, num_rows, n, heavy, planned,
+                                                       monkeypatch):
+    # small tables are gathered in row order, large sparse ones are zeroed and scattered: both run
+    # here; planned=False lets a small job with few repeats skip the plan, as outside the tests
+    if planned:
+        monkeypatch.setattr(K, "_FEW_VALUES", 0)
     ids, rows = random_case(np.random.default_rng(n + heavy), num_rows, n, 5, heavy)
     garbage = np.full((num_rows, 5), np.nan, np.float32)
     out = add_rows_at(garbage, ids, rows, fresh=True)
@@ -83,9 +88,14 @@ def bits(a):
 @pytest.mark.parametrize("threads", [1, 2, 3], indirect=True)
 @pytest.mark.parametrize("num_rows, n, heavy", [(9, 200, 0), (9, 200, 120), (2000, 3000, 0), (2000, 3000, 400),
                                                 (70_000, 4000, 0)])
-def test_fresh_scatter_add_keeps_the_bits_of_a_loop_from_zeros(threads, num_rows, n, heavy):
-    # 0 + (-0.0) is +0.0: a sum that starts from zeros never ends as -0.0, in both fresh paths
-    # (the table filled in row order when most rows are touched, zeroed and scattered otherwise)
+@pytest.mark.parametrize("planned", [False, True])
+def test_fresh_scatter_add_keeps_the_bits_of_a_loop_from_zeros(threads, num_rows, n, heavy, planned,
+                                                               monkeypatch):
+    # 0 + (-0.0) is +0.0: a sum that starts from zeros never ends as -0.0, in every fresh path
+    # (the table filled in row order when most rows are touched, zeroed and scattered otherwise,
+    # and a small job with few repeats without a plan)
+    if planned:
+        monkeypatch.setattr(K, "_FEW_VALUES", 0)
     rng = np.random.default_rng(num_rows + heavy)
     ids, rows = random_case(rng, num_rows, n, 4, heavy)
     rows[rng.random(rows.shape) < 0.3] = -0.0
@@ -301,6 +311,7 @@ def test_a_table_filled_in_many_parts_keeps_the_bits_of_a_loop(threads):
 @pytest.mark.parametrize("threads", [1, 2], indirect=True)
 @pytest.mark.parametrize("num_rows", [50, 9000])                   # row-order fill, zero-and-scatter
 def test_a_remembered_plan_is_used_only_for_equal_ids(threads, num_rows, monkeypatch):
+    monkeypatch.setattr(K, "_FEW_VALUES", 0)                         # planned however small
     planned = []
     real_id_runs = K.id_runs
     monkeypatch.setattr(K, "id_runs", lambda *a: planned.append(1) or real_id_runs(*a))

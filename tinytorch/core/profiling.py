@@ -13,11 +13,11 @@ import numpy as np
 
 from .nn import check_positive_int
 from .parallel import run_parallel, worker_count
-from .row_kernels import gather_rows
+from .row_kernels import TokenIdError, gather_rows
 from .tensor import Tensor, no_grad
 
 # %% auto #0
-__all__ = ['time_call', 'lookup_bytes', 'last_level_cache', 'copy_functions', 'EmbeddingProfiler',
+__all__ = ['time_call', 'time_side_by_side', 'lookup_bytes', 'last_level_cache', 'copy_functions', 'EmbeddingProfiler',
            'analyze_embedding_system_design', 'design_table_lines']
 
 # %% ../../nbs/11c_profiling.ipynb #lesson-layers
@@ -50,6 +50,33 @@ def time_call(fn, repeats: int = 20, warmup: int = 3, clock=time.perf_counter) -
     q1, median, q3 = np.percentile(samples * 1e3, [25, 50, 75])
     return {'median_ms': float(median), 'min_ms': float(samples.min() * 1e3), 'max_ms': float(samples.max() * 1e3),
             'q1_ms': float(q1), 'q3_ms': float(q3), 'repeats': repeats}
+
+# %% ../../nbs/11c_profiling.ipynb #side-by-side
+def time_side_by_side(fns: Dict[str, object], repeats: int = 20, warmup: int = 3,
+                      clock=time.perf_counter) -> Dict[str, Dict[str, float]]:
+    """`time_call` of each function in `fns` (name -> function), in rounds that call every one
+    once, round `i` starting with the `i`-th (in turn): a busy spell of the machine weighs on all.
+    Returns name -> the same statistics as `time_call`."""
+    repeats = check_positive_int('repeats', repeats)
+    if not callable(clock):
+        raise TypeError(f"clock must be a function returning seconds (like time.perf_counter), "
+                        f"got {clock!r}")
+    names = list(fns)
+    samples = {name: np.empty(repeats) for name in names}
+    for i in range(warmup + repeats):
+        for k in range(len(names)):
+            name = names[(i + k) % len(names)]
+            start = clock()
+            fns[name]()
+            if i >= warmup:
+                samples[name][i - warmup] = clock() - start
+    stats = {}
+    for name, s in samples.items():
+        q1, median, q3 = np.percentile(s * 1e3, [25, 50, 75])
+        stats[name] = {'median_ms': float(median), 'min_ms': float(s.min() * 1e3),
+                       'max_ms': float(s.max() * 1e3), 'q1_ms': float(q1), 'q3_ms': float(q3),
+                       'repeats': repeats}
+    return stats
 
 # %% ../../nbs/11c_profiling.ipynb #bandwidth
 def lookup_bytes(n_tokens: int, dim: int, itemsize: int, id_itemsize: int = 8) -> int:
@@ -110,13 +137,21 @@ class EmbeddingProfiler:
         return self.bandwidth_gb_s
 
 # %% ../../nbs/11c_profiling.ipynb #profiler-lookup
+def _numpy_lookup(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    "A checked lookup as NumPy users write it: the range by `min()`/`max()`, then `table[ids]`."
+    if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
+        raise TokenIdError(f"token id out of range: ids must be in [0, {table.shape[0]})")
+    return table[ids]
+
 def _measure_lookup_performance(self: EmbeddingProfiler, embedding_layer, batch_sizes: Sequence[int],
                                 seq_lengths: Sequence[int]) -> Dict[str, dict]:
     """Median lookup time, tokens/s and GB/s (and % of the copy roofline) per (batch, seq).
 
-    Two timings: `forward` into a new output (what a training step pays, including the first
-    touch of fresh memory) and the bare gather into a reused output (`gather_*`), which is what
-    the roofline bounds."""
+    Three timings, side by side in the same rounds (`time_side_by_side`), each call on a new
+    batch of ids that no other call reads: `forward` into a new output (what a training step
+    pays, including the first touch of fresh memory), the bare gather into a reused output
+    (`gather_*`), which is what the roofline bounds, and NumPy's checked `table[ids]` (`numpy_*`).
+    """
     if self.bandwidth_gb_s is None:
         self.measure_memory_bandwidth()
     layer = embedding_layer
@@ -124,14 +159,20 @@ def _measure_lookup_performance(self: EmbeddingProfiler, embedding_layer, batch_
     results = {}
     for batch in batch_sizes:
         for seq in seq_lengths:
-            # a fresh batch per call, as in training: re-reading one batch would be served from cache
-            pool = self.rng.integers(0, layer.vocab_size, (self.repeats + self.warmup, batch, seq))
-            batches, again = iter(pool), iter(pool)
+            # a fresh batch per call, as in training: re-reading one batch would be served from
+            # cache; so each of the three reads batches of its own, never another's
+            calls = self.repeats + self.warmup
+            pool = self.rng.integers(0, layer.vocab_size, (3, calls, batch, seq))
+            batches, peer, again = iter(pool[0]), iter(pool[1]), iter(pool[2])
             reused = np.zeros((batch, seq, dim), layer.weight.dtype)
             with no_grad():
-                t = self._time(lambda: layer.forward(next(batches)))
-            g = self._time(lambda: gather_rows(layer.weight.data, next(again), reused))
-            ids = pool[0]
+                times = time_side_by_side(
+                    {'forward': lambda: layer.forward(next(batches)),
+                     'numpy': lambda: _numpy_lookup(layer.weight.data, next(peer)),
+                     'gather': lambda: gather_rows(layer.weight.data, next(again), reused)},
+                    self.repeats, self.warmup, self.clock)
+            t, g, p = times['forward'], times['gather'], times['numpy']
+            ids = pool[0, 0]
             seconds, n = t['median_ms'] / 1e3, batch * seq
             moved = lookup_bytes(n, dim, itemsize, ids.itemsize)
             gather_gb_s = moved / (g['median_ms'] / 1e3) / 1e9
@@ -146,6 +187,9 @@ def _measure_lookup_performance(self: EmbeddingProfiler, embedding_layer, batch_
                 'gather_time_ms': g['median_ms'], 'gather_gb_per_s': gather_gb_s,
                 'gather_roofline_fraction': gather_gb_s / self.bandwidth_gb_s,
                 'fresh_output_ms': t['median_ms'] - g['median_ms'],
+                'numpy_time_ms': p['median_ms'], 'numpy_time_min_ms': p['min_ms'],
+                'numpy_time_max_ms': p['max_ms'],
+                'lookup_over_numpy': t['median_ms'] / p['median_ms'],
             }
     self.results['lookup'] = results
     return results

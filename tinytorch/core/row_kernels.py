@@ -412,6 +412,27 @@ def _plan_for(ids, num_rows, row_bytes, fresh, skip) -> Optional[_Plan]:
 
 # %% ../../nbs/11b_row_kernels.ipynb #add-rows-api
 _FEW_ROWS = 32              # up to this many rows, np.add.at (~1.6 µs a row) beats any plan (~80 µs)
+_FEW_VALUES = 1 << 16       # rows of at most this many values (n × dim) skip the plan (~70-150 µs)
+_FEW_REPEATS = 1 << 11      # ... if the repeats after each id's first occurrence hold at most this many
+
+def _first_occurrences(ids: np.ndarray, num_rows: int, dim: int):
+    """`(distinct ids, where each first occurs)` when a small job's ids repeat little enough for
+    `np.add.at` (~10 ns a value) to add the repeats after each first occurrence; else None."""
+    if (ids.size - num_rows) * dim > _FEW_REPEATS:          # more ids than rows: that many repeats
+        return None
+    distinct, first = np.unique(ids, return_index=True)
+    return None if (ids.size - distinct.size) * dim > _FEW_REPEATS else (distinct, first)
+
+def _add_few_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray,
+                  distinct: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """`add_rows_at` without a plan: every id's first occurrence in one fancy add (distinct ids:
+    exact), then the repeats by `np.add.at` in the order they occurred: a plain loop's sums."""
+    out[distinct] += rows[first]
+    if distinct.size < ids.size:
+        later = np.ones(ids.size, bool)
+        later[first] = False
+        np.add.at(out, ids[later], rows[later])             # unbuffered, in occurrence order
+    return out
 
 def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False,
                 skip: Optional[int] = None) -> np.ndarray:
@@ -438,6 +459,13 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
             ids, rows = ids[keep], rows[keep]
         np.add.at(out, ids, rows)                  # unbuffered, in index order: a plain loop
         return out
+    if n * (rows.size // n) <= _FEW_VALUES:        # a small job: a plan costs more than it saves
+        few_ids, few_rows = (ids, rows) if skip is None else (ids[ids != skip], rows[ids != skip])
+        found = _first_occurrences(few_ids, num_rows, rows.size // n)
+        if found is not None:
+            if fresh:
+                out.fill(0)
+            return _add_few_rows(out, few_ids, few_rows, *found)
     plan = _plan_for(ids, num_rows, rows.shape[1] * rows.itemsize, fresh, skip)
     if plan is None:                               # every id was `skip`
         if fresh:
