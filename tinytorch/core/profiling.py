@@ -137,7 +137,7 @@ class EmbeddingProfiler:
         self.bandwidth_gb_s = max(rate(one), rate(many))
         return self.bandwidth_gb_s
 
-# %% ../../nbs/11c_profiling.ipynb #profiler-lookup
+# %% ../../nbs/11c_profiling.ipynb #roof-copies
 def _numpy_lookup(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
     "A checked lookup as NumPy users write it: the range by `min()`/`max()`, then `table[ids]`."
     if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
@@ -151,7 +151,7 @@ def _roof_copies(table: np.ndarray, moved: int) -> Dict[str, object]:
     stretch of the table's own memory (wrapping round), so its source is as large as the table
     and, like the lookup's rows, not in the cache; the output is reused, like the gather's."""
     flat = table.reshape(-1)
-    n = -(-moved // (2 * table.itemsize))                   # elements, rounded up
+    n = max(1, -(-moved // (2 * table.itemsize)))           # elements, rounded up
     src = flat if flat.size >= n else np.resize(flat, n)    # a lookup larger than its table
     dst = np.empty(n, table.dtype)
     starts = itertools.cycle(range(0, src.size - n + 1, n))
@@ -163,24 +163,20 @@ def _roof_copies(table: np.ndarray, moved: int) -> Dict[str, object]:
     return {'copy': lambda: np.copyto(dst, src[(at := next(starts)):at + n]),
             'copy, all threads': all_threads}, dst
 
-def _measure_lookup_performance(self: EmbeddingProfiler, embedding_layer, batch_sizes: Sequence[int],
+
+# %% ../../nbs/11c_profiling.ipynb #profiler-lookup
+def _measure_lookup_performance(self: EmbeddingProfiler, embedding_layer,
+                                batch_sizes: Sequence[int],
                                 seq_lengths: Sequence[int]) -> Dict[str, dict]:
     """Median lookup time, tokens/s and GB/s, and the share of the roof, per (batch, seq).
 
-    Five timings, side by side in the same rounds (`time_side_by_side`), each lookup on a new
-    batch of ids that no other call reads: `forward` into a new output (what a training step
-    pays, including the first touch of fresh memory), the bare gather into a reused output
-    (`gather_*`), NumPy's checked `table[ids]` (`numpy_*`), and the roof: a plain copy of as many
-    bytes as the lookup moves, out of the table's own memory (`_roof_copies`), on one thread and
-    on all, the faster median counting (`copy_*`). Timed in the same rounds, a busy spell weighs
-    on the roof as on the lookups, so `roofline_fraction` (forward) and
-    `gather_roofline_fraction` compare like with like; a one-off measurement taken earlier,
-    under another load, does not (`bandwidth_gb_s` is that, kept for the machine's headline).
-    A share above 1 means the lookup beat a copy of the same bytes: some of its rows were
-    already in the cache; `roof_share` says so in words instead of printing it.
+    Timed side by side in the same rounds (`time_side_by_side`), each lookup on ids no other
+    call reads: `forward` into a new output (what a training step pays), the gather into a
+    reused output (`gather_*`), NumPy's checked `table[ids]` (`numpy_*`), and the roof: a copy
+    of as many bytes out of the table's memory (`_roof_copies`, the faster of one thread and
+    all: `copy_*`). A busy spell slows the roof as much as the lookups; `bandwidth_gb_s`,
+    measured once under another load, is not used. A share above 1 means cached rows.
     """
-    if self.bandwidth_gb_s is None:
-        self.measure_memory_bandwidth()
     layer = embedding_layer
     dim, itemsize = layer.embedding_dim, layer.weight.data.itemsize
     results = {}
@@ -195,7 +191,6 @@ def _measure_lookup_performance(self: EmbeddingProfiler, embedding_layer, batch_
             ids, n = pool[0, 0], batch * seq
             moved = lookup_bytes(n, dim, itemsize, ids.itemsize)
             copies, copy_out = _roof_copies(layer.weight.data, moved)
-            copied = 2 * copy_out.nbytes
             with no_grad():
                 times = time_side_by_side(
                     {'forward': lambda: layer.forward(next(batches)),
@@ -205,7 +200,7 @@ def _measure_lookup_performance(self: EmbeddingProfiler, embedding_layer, batch_
                     self.repeats, self.warmup, self.clock)
             t, g, p = times['forward'], times['gather'], times['numpy']
             copy_ms = min(times[name]['median_ms'] for name in copies)
-            roof = copied / (copy_ms / 1e3) / 1e9
+            roof = 2 * copy_out.nbytes / (copy_ms / 1e3) / 1e9
             seconds = t['median_ms'] / 1e3
             gather_gb_s = moved / (g['median_ms'] / 1e3) / 1e9
             results[f"batch_{batch}_seq_{seq}"] = {
@@ -213,7 +208,8 @@ def _measure_lookup_performance(self: EmbeddingProfiler, embedding_layer, batch_
                 'lookup_time_ms': t['median_ms'], 'lookup_time_min_ms': t['min_ms'],
                 'lookup_time_max_ms': t['max_ms'], 'tokens_per_second': n / seconds,
                 'time_per_token_us': seconds * 1e6 / n,
-                'input_memory_mb': ids.nbytes / 2**20, 'output_memory_mb': n * dim * itemsize / 2**20,
+                'input_memory_mb': ids.nbytes / 2**20,
+                'output_memory_mb': n * dim * itemsize / 2**20,
                 'memory_bandwidth_mb_s': moved / seconds / 2**20, 'gb_per_s': moved / seconds / 1e9,
                 'copy_time_ms': copy_ms, 'copy_gb_per_s': roof,
                 'roofline_fraction': moved / seconds / 1e9 / roof,
@@ -243,7 +239,7 @@ def roof_share(fraction: float, short: bool = False) -> str:
     return 'cached' if short else 'at the roof (some rows were cached)'
 
 def lookup_table_lines(results: Dict[str, dict]) -> List[str]:
-    "`measure_lookup_performance`'s results as a table: forward, gather, ms, GB/s, share of the roof."
+    "`measure_lookup_performance`'s results as a table: forward, gather, ms, GB/s, share of roof."
     lines = [f"{'batch×seq':>10} {'forward ms (min-max)':>22} {'GB/s':>6} {'% roof':>6} | "
              f"{'gather ms':>9} {'GB/s':>6} {'% roof':>6} | {'roof GB/s':>9}"]
     for r in results.values():
