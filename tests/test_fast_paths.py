@@ -1,6 +1,7 @@
 """The engine behind module 11 (row kernels, thread pool) against its plain definitions: sorting, scatter-add, gather, threads."""
 import multiprocessing
 import os
+import re
 import threading
 import time
 
@@ -600,7 +601,64 @@ def test_profiler_reports_gather_and_fresh_output_separately():
     res = prof.measure_lookup_performance(Embedding(1000, 16, seed=0), [4], [32])["batch_4_seq_32"]
     assert res["gather_time_ms"] > 0 and res["gather_gb_per_s"] > 0
     assert res["fresh_output_ms"] == pytest.approx(res["lookup_time_ms"] - res["gather_time_ms"])
-    assert res["gather_roofline_fraction"] == pytest.approx(res["gather_gb_per_s"] / bw)
+    assert res["gather_roofline_fraction"] == pytest.approx(res["gather_gb_per_s"] / res["copy_gb_per_s"])
+
+
+# ---------------------------------------------------------------- shares of the roof as printed
+
+def fake_side_by_side(medians_ms):
+    "Calls each function once and reports the given medians (1 ms for the others): no clock at all."
+    def fake(fns, repeats=20, warmup=3, clock=None):
+        for fn in fns.values():
+            fn()
+        return {name: {**dict.fromkeys(("median_ms", "min_ms", "max_ms", "q1_ms", "q3_ms"),
+                                       medians_ms.get(name, 1.0)), "repeats": repeats} for name in fns}
+    return fake
+
+
+def shares_printed(text):
+    return [int(x) for x in re.findall(r"(\d+)%", text)]
+
+
+COPY_SLOWER = {"forward": 0.01, "gather": 0.01, "copy": 0.03, "copy, all threads": 0.02}
+COPY_FASTER = {"forward": 1.0, "gather": 1.0, "copy": 0.5, "copy, all threads": 0.5}
+
+
+@pytest.fixture
+def small_cache(monkeypatch):
+    "A 256 KiB last-level cache: the lesson and the demo size their copies and tables from it."
+    import tinytorch.core.profiling as prof
+    monkeypatch.setattr(prof, "last_level_cache", lambda *a: {"level": 3, "bytes": 256 << 10})
+    return prof
+
+
+@pytest.mark.parametrize("timings, shares, words", [(COPY_SLOWER, [], 2), (COPY_FASTER, [50, 50], 0)],
+                         ids=["copy timed slower than the lookup", "copy twice as fast"])
+def test_the_demo_never_prints_a_share_of_the_roof_above_100_percent(small_cache, monkeypatch, timings,
+                                                                     shares, words):
+    from tinytorch.core.char_model import demo_measures, demo_report
+    monkeypatch.setattr(small_cache, "time_side_by_side", fake_side_by_side(timings))
+    lines = demo_report(demo_measures("The 3 cats sat on 12 mats. A Dog ate 7 logs! " * 20, steps=8))
+    throughput = "\n".join(lines[next(i for i, l in enumerate(lines) if "Throughput" in l):])
+    assert shares_printed(throughput) == shares, throughput
+    assert throughput.count("at the roof (some rows were cached)") == words, throughput
+
+
+@pytest.mark.parametrize("timings, shares, cached", [(COPY_SLOWER, [], 18), (COPY_FASTER, [50] * 18, 0)],
+                         ids=["copy timed slower than the lookup", "copy twice as fast"])
+def test_the_lessons_roofline_table_never_prints_a_share_above_100_percent(small_cache, monkeypatch,
+                                                                           capsys, timings, shares, cached):
+    import json
+    from pathlib import Path
+    import matplotlib.pyplot as plt
+    cells = json.loads((Path(__file__).parents[1] / "nbs" / "11_embeddings.ipynb").read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c.get("id") in ("profiler-import-use", "profile-run"))
+    monkeypatch.setattr(small_cache, "time_side_by_side", fake_side_by_side(timings))
+    exec(compile(code, "section 14", "exec"), {"np": np, "Embedding": Embedding})
+    plt.close("all")
+    table = capsys.readouterr().out.split("batch×seq", 1)[1]
+    assert shares_printed(table) == shares, table
+    assert table.count("cached") == cached, table
 
 
 @pytest.mark.parametrize("threads", [2, 3], indirect=True)
