@@ -410,7 +410,7 @@ def _plan_for(ids, num_rows, row_bytes, fresh, skip) -> Optional[_Plan]:
         _plans[key] = (ids.copy(), plan)
     return plan
 
-# %% ../../nbs/11b_row_kernels.ipynb #add-rows-api
+# %% ../../nbs/11b_row_kernels.ipynb #add-few-rows
 _FEW_ROWS = 32              # up to this many rows, np.add.at (~1.6 µs a row) beats any plan (~80 µs)
 _FEW_VALUES = 1 << 16       # rows of at most this many values (n × dim) skip the plan (~70-150 µs)
 _FEW_REPEATS = 1 << 11      # ... if the repeats after each id's first occurrence hold at most this many
@@ -434,6 +434,8 @@ def _add_few_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray,
         np.add.at(out, ids[later], rows[later])             # unbuffered, in occurrence order
     return out
 
+
+# %% ../../nbs/11b_row_kernels.ipynb #add-rows-api
 def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False,
                 skip: Optional[int] = None) -> np.ndarray:
     """`out[ids[j]] += rows[j]` for every j, duplicates included, in place; returns `out`.
@@ -441,13 +443,15 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
     out: (num_rows, dim); ids: (n,) in `[0, num_rows)`; rows: (n, dim). Each id's rows are added in
     the order they occurred, as a plain loop would. `fresh=True` says `out` holds garbage (say
     `np.empty`): the result is then the scatter-add into zeros, exactly as PyTorch computes it.
-    `skip`: an id whose rows are left out (the padding id): its row gets nothing (a fresh one: zeros).
+    `skip`: an id whose rows are left out (the padding id): its row gets nothing (a fresh one:
+    zeros).
     Large inputs are split by row range, one range per thread: no two threads write the same row."""
     _refuse_if_withheld('add_rows_at')
     ids = as_token_ids(ids, out.shape[0]).reshape(-1)
     rows = np.asarray(rows)
     if rows.shape[:1] != ids.shape or rows.shape[1:] != out.shape[1:]:
-        raise ValueError(f"add_rows_at: {ids.size} ids need rows of shape {ids.shape + out.shape[1:]}, got {rows.shape}")
+        raise ValueError(f"add_rows_at: {ids.size} ids need rows of shape "
+                         f"{ids.shape + out.shape[1:]}, got {rows.shape}")
     if rows.dtype != out.dtype:
         raise TypeError(f"add_rows_at: rows have dtype {rows.dtype}, the table {out.dtype}")
     n, num_rows, skip = ids.size, out.shape[0], check_skip(skip, out.shape[0])
@@ -471,13 +475,17 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
         if fresh:
             out.fill(0)
     elif plan.fill:
-        run_parallel(_fill_part, [(out, rows, plan.steps, p) for p in range(len(plan.steps.bounds) // _LEVELS)], plan.parts)
+        parts = range(len(plan.steps.bounds) // _LEVELS)
+        run_parallel(_fill_part, [(out, rows, plan.steps, p) for p in parts], plan.parts)
     else:
         steps, cuts = plan.steps
-        run_parallel(_scatter_rows, [(out, rows, steps, cuts[t], cuts[t + 1], fresh) for t in range(plan.parts)], plan.parts)
+        jobs = [(out, rows, steps, cuts[t], cuts[t + 1], fresh) for t in range(plan.parts)]
+        run_parallel(_scatter_rows, jobs, plan.parts)
     return out
 
-def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int, skip: Optional[int] = None) -> np.ndarray:
+def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int,
+                     skip: Optional[int] = None) -> np.ndarray:
     "Dense `(num_rows, dim)` array whose row `i` is the sum of the `rows` whose id is `i` (`i != skip`)."
     _refuse_if_withheld('scatter_add_rows')
-    return add_rows_at(np.empty((num_rows,) + rows.shape[1:], dtype=rows.dtype), ids, rows, fresh=True, skip=skip)
+    out = np.empty((num_rows,) + rows.shape[1:], dtype=rows.dtype)   # (num_rows, dim)
+    return add_rows_at(out, ids, rows, fresh=True, skip=skip)
