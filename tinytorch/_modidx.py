@@ -723,6 +723,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                          'tinytorch/course/grade_table.py'),
                                               'tinytorch.course.grade_table.StudentResult.points': ( 'grade_table.html#studentresult.points',
                                                                                                      'tinytorch/course/grade_table.py'),
+                                              'tinytorch.course.grade_table._grades_rows': ( 'grade_table.html#_grades_rows',
+                                                                                             'tinytorch/course/grade_table.py'),
                                               'tinytorch.course.grade_table._log_lines': ( 'grade_table.html#_log_lines',
                                                                                            'tinytorch/course/grade_table.py'),
                                               'tinytorch.course.grade_table._logged': ( 'grade_table.html#_logged',

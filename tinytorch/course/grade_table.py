@@ -197,24 +197,15 @@ def _with_score(row: dict, where: str) -> dict:
             'seconds_late': '', 'late_penalty': '0'}
 
 # %% ../../nbs/93d_grade_table.ipynb #read-csv
-def read_grades_csv(path) -> list:
-    """The rows of one grades CSV as dicts with today's columns (a CSV from before the `score`
-    column gets its scores filled in, one from before the late-work columns reads as on time, an
-    earlier column name is read as today's); MissingInput or BadInput naming the file when it isn't
-    one."""
-    path = Path(path)
-    if not path.exists():
-        raise MissingInput(f"{path}: no such file (expected a grades CSV written by tinytorch "
-                           "grade)")
-    lines = [fields
-             for _, fields in read_csv_lines(path, str(path), 'a grades CSV', encoding='utf-8')]
+def _grades_rows(path, lines: list) -> list:
+    "The rows of the grades CSV at `path` from its `lines` (the fields of each, header first)."
     # earlier names read as today's
     header = [_RENAMED.get(c, c) for c in lines[0]] if lines else None
     if header not in (CSV_FIELDS, _BEFORE_LATE, _BEFORE_SCORE):
         missing = [c for c in CSV_FIELDS if c not in (header or [])]
         raise BadInput(f"{path}: columns {lines[0] if lines else 'an empty file'} don't match the "
                        f"grades CSV's {CSV_FIELDS}"
-                         + (f" (missing: {', '.join(missing)})" if header and missing else ''))
+                       + (f" (missing: {', '.join(missing)})" if header and missing else ''))
     for number, line in enumerate(lines[1:], start=1):
         if len(line) != len(header):
             raise BadInput(f"{path}: row {number} has {len(line)} fields, expected {len(header)}")
@@ -224,6 +215,18 @@ def read_grades_csv(path) -> list:
     if header == _BEFORE_LATE:
         return [{**row, 'timestamp': '', 'seconds_late': '', 'late_penalty': '0'} for row in rows]
     return [_with_score(row, f"{path} row {number}") for number, row in enumerate(rows, start=1)]
+
+def read_grades_csv(path) -> list:
+    """The rows of one grades CSV as dicts with today's columns (a CSV from before the `score`
+    column gets its scores filled in, one from before the late-work columns reads as on time, an
+    earlier column name is read as today's); MissingInput or BadInput naming the file when it isn't
+    one."""
+    path = Path(path)
+    if not path.exists():
+        raise MissingInput(f"{path}: no such file (expected a grades CSV written by tinytorch "
+                           "grade)")
+    lines = read_csv_lines(path, str(path), 'a grades CSV', encoding='utf-8')
+    return _grades_rows(path, [fields for _, fields in lines])
 
 # %% ../../nbs/93d_grade_table.ipynb #grades-by-student
 def grades_by_student(path: Path) -> dict:
@@ -294,8 +297,8 @@ def kept_grades(path, parts: list, graded: set, log=lambda line: None) -> dict:
     path = Path(path)
     if not path.exists():
         return {}
-    rows, lines = read_grades_csv(path), read_csv_lines(path, str(path), 'a grades CSV',
-                                                        encoding='utf-8')
+    lines = read_csv_lines(path, str(path), 'a grades CSV', encoding='utf-8')   # read once
+    rows = _grades_rows(path, [fields for _, fields in lines])
     as_written = lines[0][1] == CSV_FIELDS
     kept = {}
     for (_, fields), row in zip(lines[1:], rows):

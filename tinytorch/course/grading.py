@@ -265,9 +265,10 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
     found = find_submissions(submissions_dir, source.name)
     if not found:
         raise MissingInput(f"no student folders in {submissions_dir}")
-    check_clear(clear, only_students(found, only, submissions_dir), submissions_dir)
+    named = only_students(found, only, submissions_dir)
+    check_clear(clear, named, submissions_dir)
     course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
-    mine = _this_shard(only_students(found, only, submissions_dir), shard, submissions_dir, log)
+    mine = _this_shard(named, shard, submissions_dir, log)
     kept = kept_grades(CourseLayout(course_dir).grades_csv(source.stem),
                        list(empty_parts(read_nb(source))),
                        # the others keep theirs, byte for byte
