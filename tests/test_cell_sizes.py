@@ -160,3 +160,53 @@ def test_a_long_path_and_a_wide_line_are_found(tmp_path):
     notebook.write_text(json.dumps({"cells": cells}), encoding="utf-8")
     assert required_path_words(notebook) == 3 + 40 + 3 + 1 + 4
     assert wide_code_lines(notebook) == [(None, 105)]
+
+
+# No line of tinytorch/ that comes from a notebook is over 100 characters (the project limit),
+# docstrings included. The `__all__` list is nbdev's own text (wrapped at 120) and is not counted.
+LINE_LIMIT = 100
+# Temporary: modules whose notebooks are being reworked in parallel right now; each is wrapped with
+# that work and then taken off this list. Add nothing to it.
+STILL_TO_WRAP = {
+    "cli.py", "cli_arguments.py",
+    "course/autograder.py", "course/autograder_run.py", "course/autograder_try.py",
+    "course/limits.py", "course/recheck.py", "course/recheck_run.py", "course/sandbox.py",
+    "core/char_model.py", "core/embeddings.py", "core/lesson_support.py", "core/nn.py",
+    "core/parallel.py", "core/profiling.py", "core/row_kernels.py", "core/tensor.py",
+    "core/tokenization.py",
+}
+
+
+def long_exported_lines(package: Path, limit: int = LINE_LIMIT) -> dict:
+    "{module: (line number, length) of its first line over `limit`} for the modules of `package`."
+    found = {}
+    for module in sorted(package.rglob("*.py")):
+        name = module.relative_to(package).as_posix()
+        lines, in_all, wide = module.read_text(encoding="utf-8").splitlines(), False, []
+        for n, line in enumerate(lines, 1):
+            in_all = line.startswith("__all__ = [") or (in_all and not lines[n - 2].endswith("]"))
+            if len(line) > limit and not in_all:
+                wide.append((n, len(line)))
+        if wide and name != "_modidx.py":
+            found[name] = wide[0]
+    return found
+
+
+def test_no_exported_line_is_over_100_characters():
+    package = NBS.parent / "tinytorch"
+    assert all((package / name).is_file() for name in STILL_TO_WRAP)
+    wide = long_exported_lines(package)
+    assert {name: at for name, at in wide.items() if name not in STILL_TO_WRAP} == {}
+
+
+def test_a_long_exported_line_is_found(tmp_path):
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "a.py").write_text("x = 1\ny = '" + "z" * 100 + "'\n", encoding="utf-8")
+    names = ", ".join(f"'name_{i}'" for i in range(12))
+    (tmp_path / "b.py").write_text(f"__all__ = [{names},\n           {names}]\n" + "#" * 100 + "\n",
+                                   encoding="utf-8")
+    (tmp_path / "_modidx.py").write_text("d = '" + "z" * 200 + "'\n", encoding="utf-8")
+    assert long_exported_lines(tmp_path) == {"core/a.py": (2, 106)}
+    with open(tmp_path / "b.py", "a", encoding="utf-8") as b:
+        b.write("#" * 101 + "\n")
+    assert long_exported_lines(tmp_path) == {"b.py": (4, 101), "core/a.py": (2, 106)}

@@ -214,7 +214,7 @@ def test_cli_reference_is_the_parsers():
     """docs/cli.md is what `cli_reference` writes from today's argument parser: a changed option, default or
     help text without a new page fails here."""
     from tinytorch.cli import build_parser
-    from tinytorch.course.docs import cli_reference
+    from tinytorch.course.cli_reference import cli_reference
     committed = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     today = cli_reference(build_parser())
     if committed != today:
@@ -223,7 +223,8 @@ def test_cli_reference_is_the_parsers():
                                                    "the parser", lineterm=""))[:40])
         pytest.fail("docs/cli.md differs from the tinytorch command's parser; write it again with\n"
                     "  .venv/bin/python -c \"from tinytorch.cli import build_parser; "
-                    "from tinytorch.course.docs import write_cli_reference; write_cli_reference(build_parser())\"\n" + diff)
+                    "from tinytorch.course.cli_reference import write_cli_reference; "
+                    "write_cli_reference(build_parser())\"\n" + diff)
 
 
 def test_cli_page_lists_every_command_and_option(site):
