@@ -10,7 +10,8 @@ The attackers, each a real submission of module 11 with every exercise solved:
   and writes it in a file beside itself.
 - `walker-import`: the same walk; outside the kernel it refuses to import, with what it found as the error.
 - `walker-exit`: the same walk; outside the kernel it writes what it found on stderr and ends the process.
-- `forger`: correct except for a bug only a hidden test finds; outside the kernel it makes every test cell a no-op.
+- `forger`: correct except for a bug only a hidden test finds; outside the kernel it makes `exec` a no-op (the
+  judge, which runs no student code, scores it as it is).
 And one honest student, `odd-dim-cosines`, whose only bug is found by a hidden test alone: graded once per run with
 the platforms' scenarios (tests/conftest.py's `graded_more`), the same notebook the forger starts from.
 """
@@ -257,11 +258,12 @@ def test_a_hidden_failure_scores_zero_and_says_only_so(honest):
     assert f"graded ({HIDDEN_FAILED})" in page and "odd dim, [3, 5]" not in page
 
 
-def test_a_forged_recheck_is_caught_by_its_check_built_to_fail(graded):
+def test_a_forgery_outside_the_kernel_changes_no_verdict(graded):
+    "The forger's `exec` hook runs in the student's process only: the judge scores its code as it is."
     rows = graded["rows"]["forger"]
-    assert {r["status"] for r in rows.values() if r["kind"] == "test"} == {"flagged"}, rows
-    assert "tampers with the tests" in rows["test_sinusoidal_table"]["reason"], rows["test_sinusoidal_table"]
-    assert sum(float(r["score"]) for r in rows.values() if r["kind"] == "test") == 0
+    scores = {gid: float(r["score"]) for gid, r in rows.items() if r["kind"] == "test"}
+    assert scores == {**TESTS, "test_sinusoidal_table": 0.0}, rows
+    assert rows["test_sinusoidal_table"]["status"] == "graded", rows["test_sinusoidal_table"]
 
 
 # ---------------------------------------------------------------- the same attacks through Gradescope

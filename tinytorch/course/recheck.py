@@ -21,7 +21,8 @@ from pathlib import Path
 
 from .vocabulary import hidden_line_numbers
 from .nbtests import NotebookRun, NotebookTestError, cells_needed
-from .notebooks import cell_source, is_exported
+from .judge import library_names
+from .notebooks import cell_source, is_exported, read_nb
 
 # %% auto #0
 __all__ = ['EXPORT_HEADER', 'RESULTS_FORMAT', 'load_export', 'export_cells', 'export_source', 'export_cell_at', 'recheck_program',
@@ -98,13 +99,18 @@ def _cell_alarm(seconds: int):
 
 # %% ../../nbs/93a_recheck.ipynb #run
 def recheck_program(notebook) -> dict:
-    "`{'module', 'cells': [{'name', 'graded', 'source'}]}`: `notebook`'s graded cells and the cells they need."
+    """`{'module', 'cells': [{'name', 'graded', 'source'}], 'library'}`: `notebook`'s graded cells and
+    the cells they need; `library`: what its exported module imports from other modules
+    (`library_names`)."""
     run = NotebookRun(notebook)
     if not run.module_name:
         raise ValueError(f"{notebook} has no '#| default_exp' cell: no module to re-check")
     graded = [c for c in run.runnable_cells if c.points is not None]
-    return {'module': run.module_name, 'cells': [{'name': c.name, 'graded': c.points is not None, 'source': c.source}
-                                                 for c in cells_needed(run.runnable_cells, graded)]}
+    cells = [{'name': c.name, 'graded': c.points is not None, 'source': c.source}
+             for c in cells_needed(run.runnable_cells, graded)]
+    source = export_source(export_cells(read_nb(notebook)))
+    module = run.module_name
+    return {'module': module, 'cells': cells, 'library': library_names(source, module)}
 
 # %% ../../nbs/93a_recheck.ipynb #plain-python
 def _plain_python(source: str) -> str:
