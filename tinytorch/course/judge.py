@@ -29,7 +29,7 @@ __all__ = ['JUDGE_FORMAT', 'WireError', 'write_message', 'read_message', 'encode
 
 # %% ../../nbs/93w_judge.ipynb #wire
 _MAX_HEADER = 64 << 20          # bytes of one message's JSON part
-_MAX_BLOB = 1 << 31             # bytes of one array's data
+_MAX_BLOB = 256 << 20          # bytes of one array's data (the lesson's largest is a few MB)
 _DTYPE = re.compile(r'[<>|=]?(b1|[iu][1248]|f[248]|c(8|16)|U[0-9]{1,6}|S[0-9]{1,6})')
 
 class WireError(RuntimeError):
@@ -76,6 +76,8 @@ def read_message(fd: int, deadline: float | None = None) -> tuple:
 
 # %% ../../nbs/93w_judge.ipynb #encode
 _MAX_DEPTH = 64
+_BUILTIN_TYPES = (int, float, bool, complex, str, bytes, list, tuple, dict)
+_BUILTIN_NAMES = {t.__name__: t for t in _BUILTIN_TYPES}
 
 def _raw(a: np.ndarray):
     "`a`'s data, C order, as bytes (not copied when it can be helped)."
@@ -108,8 +110,13 @@ def encode(value, out: list, refer, arrays: list | None = None, depth: int = 0):
         return {'sl': [enc(value.start), enc(value.stop), enc(value.step)]}
     if value is Ellipsis:
         return {'e': 1}
-    if t is np.dtype and _DTYPE.fullmatch(value.str):
+    if isinstance(value, np.dtype) and _DTYPE.fullmatch(value.str):     # NumPy 2: a subclass each
         return {'y': value.str}
+    if t is type and issubclass(value, np.generic) and value.__module__ == 'numpy' \
+            and _DTYPE.fullmatch(np.dtype(value).str):
+        return {'ty': np.dtype(value).str}             # np.float32 as a dtype argument
+    if t is type and value in _BUILTIN_TYPES:
+        return {'ty': value.__name__}
     if t is np.ndarray and value.dtype == object:
         return {'o': [list(value.shape), [enc(v) for v in value.ravel().tolist()]]}
     if t is np.ndarray and _DTYPE.fullmatch(value.dtype.str):
@@ -152,6 +159,10 @@ def decode(data, blobs: list, resolve, arrays: list | None = None, depth: int = 
             return Ellipsis
         if tag == 'y' and _DTYPE.fullmatch(v):
             return np.dtype(v)
+        if tag == 'ty' and v in _BUILTIN_NAMES:
+            return _BUILTIN_NAMES[v]
+        if tag == 'ty' and _DTYPE.fullmatch(v):
+            return np.dtype(v).type
         if tag == 'a' and _DTYPE.fullmatch(v[0]):
             return _array(np.dtype(v[0]), tuple(int(n) for n in v[1]), blobs[v[2]], arrays)
         if tag == 'o':
@@ -202,6 +213,20 @@ def error_header(e: BaseException, export: str | None = None) -> dict:
     return {'error': [str(name)[:200], str(module)[:200], message, args, line]}
 
 # %% ../../nbs/93w_judge.ipynb #server
+def _views(value, bases: list) -> list:
+    """[[path, k, byte offset, strides]] of each array in `value` (or item `path[0]` of its tuple or
+    list) that is a view into argument array `bases[k]`: the judge makes it one too."""
+    inner = list(enumerate(value)) if type(value) in (tuple, list) else []
+    items = [([], value)] + [([i], v) for i, v in inner]
+    found = []
+    for path, v in items:
+        if type(v) is np.ndarray and v.size:
+            for k, b in enumerate(bases):
+                if b.dtype == v.dtype and np.may_share_memory(v, b):
+                    found.append([path, k, v.ctypes.data - b.ctypes.data, list(v.strides)])
+                    break
+    return found
+
 _SERVER_MODULES = ('tracemalloc',)     # besides the library's modules: what the judge may import
 
 class Server:
@@ -285,7 +310,8 @@ class Server:
                 self.send({'op': 'reply', 'value': {'h': self.handle(value)}},
                           {'changed': changed, 'rngs': states})
             else:
-                self.send({'op': 'reply'}, {'value': value, 'changed': changed, 'rngs': states})
+                self.send({'op': 'reply', 'views': _views(value, arrays)},
+                          {'value': value, 'changed': changed, 'rngs': states})
         except BaseException as e:
             write_message(self.fd_out, {'op': 'reply', **error_header(e)})
 
@@ -355,6 +381,31 @@ def serve(module: str, export: str) -> int:
     return 0
 
 # %% ../../nbs/93w_judge.ipynb #connection
+def _as_view(value, view, arrays: list):
+    """`value` with the array `view` names rebuilt as the same view into the judge's own argument
+    array (`_views`), when it lies inside that array; else `value` unchanged."""
+    try:
+        path, k, offset, strides = view
+        at = path[0] if path else None
+        target = value if at is None else value[at]
+        base = arrays[k]
+        if not (type(target) is np.ndarray and base.flags.c_contiguous and base.flags.writeable
+                and base.dtype == target.dtype and len(strides) == target.ndim and offset >= 0):
+            return value
+        low = offset + sum((n - 1) * s for n, s in zip(target.shape, strides) if s < 0)
+        high = offset + sum((n - 1) * s for n, s in zip(target.shape, strides) if s > 0)
+        if low < 0 or high + target.itemsize > base.nbytes:
+            return value
+        made = np.ndarray(target.shape, target.dtype, buffer=base, offset=offset,
+                          strides=tuple(strides))
+    except (TypeError, ValueError, IndexError, KeyError):
+        return value
+    if at is None:
+        return made
+    items = list(value)
+    items[at] = made
+    return type(value)(items)
+
 class ServerGone(RuntimeError):
     "The student's process ended or broke the protocol: nothing more can be asked of it."
 
@@ -375,7 +426,7 @@ class Connection:
             if object.__getattribute__(value, '_conn') is not self:
                 raise ServerGone("a value from an earlier run of the student's process")
             return {'h': object.__getattribute__(value, '_number')}
-        if isinstance(value, (types.FunctionType, types.MethodType, types.BuiltinFunctionType)):
+        if isinstance(value, (types.FunctionType, types.MethodType)):     # the test's own code
             self.callbacks.append(value)
             return {'cb': len(self.callbacks) - 1}
         if isinstance(value, np.random.Generator) and type(value.bit_generator) is np.random.PCG64:
@@ -423,6 +474,8 @@ class Connection:
             if type(i) is int and 0 <= i < len(arrays) and arrays[i].flags.writeable and \
                     isinstance(new, np.ndarray) and new.shape == arrays[i].shape:
                 np.copyto(arrays[i], new, casting='unsafe')     # the student's code wrote into it
+        for view in header.get('views', []) if isinstance(header.get('views'), list) else []:
+            value = _as_view(value, view, arrays)
         for rng, state in zip(rngs, decode(header.get('rngs', {'l': []}), blobs, self._resolve)):
             with contextlib.suppress(Exception):
                 rng.bit_generator.state = state
@@ -478,6 +531,8 @@ def _library_class(module: str, qualname: str):
             found = getattr(found, part, None)
     else:
         return None
+    if found in (StopIteration, StopAsyncIteration):      # would end a loop of the test's quietly
+        return None
     return found if isinstance(found, type) and issubclass(found, Exception) else None
 
 def remote_error(said: list) -> Exception:
@@ -498,6 +553,11 @@ def remote_error(said: list) -> Exception:
         return error
     error = kind.__new__(kind)
     error.args = tuple(args) if isinstance(args, list) else (message,)
+    try:
+        str(error)
+    except Exception:             # its own __str__ needs what its __init__ sets: its builtin base's
+        base = next(c for c in kind.__mro__ if c.__module__ == 'builtins')
+        error = base(message)
     return error
 
 # %% ../../nbs/93w_judge.ipynb #remote
