@@ -22,10 +22,10 @@ import types
 import numpy as np
 
 # %% auto #0
-__all__ = ['JUDGE_FORMAT', 'WireError', 'write_message', 'read_message', 'encode', 'decode', 'error_header', 'Server', 'serve',
-           'ServerGone', 'Connection', 'StudentError', 'remote_error', 'Remote', 'ProxyModule', 'library_names',
-           'standing_in', 'shares_data', 'bind_names', 'StudentProcess', 'run_judged', 'judge_input', 'server_command',
-           'judge_submission', 'judge_main', 'main']
+__all__ = ['JUDGE_FORMAT', 'WireError', 'write_message', 'read_message', 'encode', 'decode', 'error_header', 'Server',
+           'load_export', 'serve', 'ServerGone', 'Connection', 'StudentError', 'remote_error', 'Remote', 'ProxyModule',
+           'library_names', 'standing_in', 'shares_data', 'bind_names', 'StudentProcess', 'run_judged', 'judge_input',
+           'server_command', 'judge_submission', 'judge_main', 'main']
 
 # %% ../../nbs/93w_judge.ipynb #wire
 _MAX_HEADER = 64 << 20          # bytes of one message's JSON part
@@ -358,6 +358,29 @@ class Server:
                 return
             self.serve_one(header, blobs)
 
+# %% ../../nbs/93w_judge.ipynb #load-export
+def load_export(module_name: str, path) -> object:
+    """Import the file `path` as `module_name` (e.g. `tinytorch.core.embeddings`), before anything
+    else imports that name."""
+    import importlib.util
+    if module_name in sys.modules:
+        raise RuntimeError(f"{module_name} was imported before the student's export: the tests "
+                           "would run against the wrong code")
+    parent, _, child = module_name.rpartition('.')
+    importlib.import_module(parent)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None:
+        raise FileNotFoundError(f"{path}: not a Python file to import as {module_name}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)      # a failed import leaves no half-made module behind
+        raise
+    setattr(sys.modules[parent], child, module)
+    return module
+
 # %% ../../nbs/93w_judge.ipynb #serve
 def serve(module: str, export: str) -> int:
     """The student's side of a judged run: the pipes moved out of the way of the student's prints,
@@ -370,8 +393,7 @@ def serve(module: str, export: str) -> int:
     sys.stdout = sys.stderr
     server = Server(fd_in, fd_out, module)
     try:
-        from tinytorch.course.recheck import load_export
-        root = load_export(module, export)
+        root = load_export(module, export)      # here, not in recheck: its imports cost ~0.5 s
     except BaseException as e:
         write_message(fd_out, {'op': 'reply', **error_header(e, export)})
         return 0
@@ -762,7 +784,10 @@ class StudentProcess:
         conn.deadline = min(self.deadline, time.monotonic() + first_answer_seconds)
         try:
             header, _ = read_message(from_server, conn.deadline)
-        except (OSError, EOFError, WireError, TimeoutError) as e:
+        except EOFError:
+            conn.kill()
+            raise ServerGone("the student's process ended while importing its export") from None
+        except (OSError, WireError, TimeoutError) as e:
             conn.kill()
             raise ServerGone(f"the student's process did not start ({type(e).__name__})") from None
         if 'error' in header:

@@ -25,29 +25,12 @@ from .judge import library_names
 from .notebooks import cell_source, is_exported, read_nb
 
 # %% auto #0
-__all__ = ['EXPORT_HEADER', 'RESULTS_FORMAT', 'load_export', 'export_cells', 'export_source', 'export_cell_at', 'recheck_program',
-           'run_program', 'import_words', 'RecheckFailed', 'new_token', 'write_results', 'RecheckResult',
-           'read_results', 'recheck_command', 'recheck_input', 'main']
+__all__ = ['EXPORT_HEADER', 'RESULTS_FORMAT', 'export_cells', 'export_source', 'export_cell_at', 'recheck_program', 'run_program',
+           'import_words', 'RecheckFailed', 'new_token', 'write_results', 'RecheckResult', 'read_results',
+           'recheck_command', 'recheck_input', 'main']
 
 # %% ../../nbs/93a_recheck.ipynb #load
-def load_export(module_name: str, path) -> object:
-    "Import the file `path` as `module_name` (e.g. `tinytorch.core.embeddings`), before anything else imports that name."
-    if module_name in sys.modules:
-        raise RuntimeError(f"{module_name} was imported before the student's export: the tests would run against the wrong code")
-    parent, _, child = module_name.rpartition('.')
-    importlib.import_module(parent)
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None:
-        raise FileNotFoundError(f"{path}: not a Python file to import as {module_name}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(module_name, None)      # a failed import leaves no half-made module behind
-        raise
-    setattr(sys.modules[parent], child, module)
-    return module
+from .judge import load_export   # the student's side of the judge imports it too
 
 # %% ../../nbs/93a_recheck.ipynb #export-cells
 EXPORT_HEADER = '# exported from a student submission by tinytorch grade\n\n'
