@@ -120,7 +120,8 @@ def recheck_submission(submission: dict, program: dict, test_parts: list, workdi
         if usage.over_wall:
             raise _failed(f"the re-check exceeded the {wall_seconds:.0f} s wall-clock limit and "
                           "was killed") from None
-        raise _failed(str(e), f"the judge's last words: {said[-300:]}") from None
+        last = (run.stderr.strip().splitlines() or said.strip().splitlines() or ['nothing'])[-1]
+        raise _failed(str(e), f"the student's process's last words: {last[:300]}") from None
     if verdicts.import_error is not None:    # from the student's process, which never holds a test
         at = export_cell_at(cells, verdicts.import_line)
         verdicts = replace(verdicts, import_words=import_words(verdicts.import_error, at))
