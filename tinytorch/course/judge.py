@@ -266,7 +266,11 @@ class Server:
     def _callback(self, number: int):
         def judge_function(*args, **kwargs):
             reply = self.exchange({'callback': number, 'args': args, 'kwargs': kwargs})
-            if 'error' in reply:
+            if 'error' in reply:        # only its type's name came: a builtin one is raised as such
+                kind = getattr(builtins, reply['error'], None)
+                if isinstance(kind, type) and issubclass(kind, Exception) \
+                        and not issubclass(kind, (StopIteration, StopAsyncIteration)):
+                    raise kind("raised in the test's stand-in")
                 raise RuntimeError(f"the test's stand-in raised {reply['error']}")
             return reply['value']
         return judge_function
