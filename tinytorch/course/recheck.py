@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .vocabulary import hidden_line_numbers
 from .nbtests import NotebookRun, NotebookTestError, cells_needed
-from .judge import library_names
+from .judge_remote import library_names
 from .notebooks import cell_source, is_exported, read_nb
 
 # %% auto #0
@@ -30,7 +30,7 @@ __all__ = ['EXPORT_HEADER', 'RESULTS_FORMAT', 'export_cells', 'export_source', '
            'recheck_command', 'recheck_input', 'main']
 
 # %% ../../nbs/93a_recheck.ipynb #load
-from .judge import load_export   # the student's side of the judge imports it too
+from .judge_server import load_export   # the student's side of the judge imports it too
 
 # %% ../../nbs/93a_recheck.ipynb #export-cells
 EXPORT_HEADER = '# exported from a student submission by tinytorch grade\n\n'
