@@ -29,7 +29,8 @@ from requirements import require
 
 require("nbgrader")
 
-from course_scenarios import MY_END, demo_cells, insert_cell, odd_dim_cosines, replace, solve, without_demos  # noqa: E402
+from course_scenarios import (MY_END, demo_cells, grade_submissions, insert_cell, odd_dim_cosines, replace,
+                              solve, without_demos)  # noqa: E402
 from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
 from tinytorch.course.grade_table import HIDDEN_FAILED, grades_by_student  # noqa: E402
 
@@ -162,13 +163,7 @@ def graded(release_11, tmp_path_factory) -> dict:
     "The attackers graded once, as an instructor grades: `tinytorch grade 11 submissions --jobs 2`."
     base = tmp_path_factory.mktemp("hidden-attacks")
     subs = attackers(json.loads(release_11.read_text()), json.loads(SOURCE.read_text()))
-    for student, nb in subs.items():
-        (base / "submissions" / student).mkdir(parents=True)
-        (base / "submissions" / student / NAME).write_text(json.dumps(nb, indent=1))
-    run = subprocess.run(["nice", "-n", "10", *CLI, "grade", "11", "submissions", "--course", "course", "--nbs",
-                          str(ROOT / "nbs"), "--jobs", "2", "--cell-timeout", "30"], cwd=base, capture_output=True,
-                         text=True, timeout=1800)
-    assert run.returncode in (0, 3), run.stdout[-3000:] + run.stderr[-3000:]
+    run = grade_submissions(base, subs, NAME, CLI, ROOT / "nbs")
     course = base / "course"
     return {"base": base, "course": course, "subs": subs, "stdout": run.stdout, "rows": grades_by_student(
         course / "grades_11_embeddings.csv"), "csv": (course / "grades_11_embeddings.csv").read_text(),

@@ -164,6 +164,7 @@ def _plain_python(source: str) -> str:
     return '\n'.join('' if l.lstrip().startswith(('%', '!')) else l for l in source.splitlines())
 
 def _raised_on(error: BaseException, filename: str) -> int | None:
+    "The innermost line of code compiled as `filename` in `error`'s traceback."
     line, tb = None, error.__traceback__
     while tb is not None:
         if tb.tb_frame.f_code.co_filename == filename:

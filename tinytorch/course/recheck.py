@@ -96,19 +96,7 @@ def recheck_program(notebook) -> dict:
     return {'module': module, 'cells': cells, 'library': library_names(source, module)}
 
 # %% ../../nbs/93a_recheck.ipynb #plain-python
-def _plain_python(source: str) -> str:
-    "`source` with its IPython magic and shell lines blanked (not removed: line numbers stay the cell's)."
-    return '\n'.join('' if l.lstrip().startswith(('%', '!')) else l for l in source.splitlines())
-
-# %% ../../nbs/93a_recheck.ipynb #raised-on
-def _raised_on(error: BaseException, filename: str) -> int | None:
-    "The innermost line of code compiled as `filename` in `error`'s traceback."
-    line, tb = None, error.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == filename:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
+from .judge import _plain_python, _raised_on   # cells run as the judge runs them
 
 # %% ../../nbs/93a_recheck.ipynb #run-program
 def run_program(program: dict, export, cell_timeout: int) -> dict:
