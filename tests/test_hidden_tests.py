@@ -10,7 +10,8 @@ The attackers, each a real submission of module 11 with every exercise solved:
   and writes it in a file beside itself.
 - `walker-import`: the same walk; outside the kernel it refuses to import, with what it found as the error.
 - `walker-exit`: the same walk; outside the kernel it writes what it found on stderr and ends the process.
-- `forger`: correct except for a bug only a hidden test finds; outside the kernel it makes every test cell a no-op.
+- `forger`: correct except for a bug only a hidden test finds; outside the kernel it makes `exec` a no-op (the
+  judge, which runs no student code, scores it as it is).
 And one honest student, `odd-dim-cosines`, whose only bug is found by a hidden test alone: graded once per run with
 the platforms' scenarios (tests/conftest.py's `graded_more`), the same notebook the forger starts from.
 """
@@ -28,7 +29,8 @@ from requirements import require
 
 require("nbgrader")
 
-from course_scenarios import MY_END, demo_cells, insert_cell, odd_dim_cosines, replace, solve, without_demos  # noqa: E402
+from course_scenarios import (MY_END, demo_cells, grade_submissions, insert_cell, odd_dim_cosines, replace,
+                              solve, without_demos)  # noqa: E402
 from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
 from tinytorch.course.grade_table import HIDDEN_FAILED, grades_by_student  # noqa: E402
 
@@ -161,13 +163,7 @@ def graded(release_11, tmp_path_factory) -> dict:
     "The attackers graded once, as an instructor grades: `tinytorch grade 11 submissions --jobs 2`."
     base = tmp_path_factory.mktemp("hidden-attacks")
     subs = attackers(json.loads(release_11.read_text()), json.loads(SOURCE.read_text()))
-    for student, nb in subs.items():
-        (base / "submissions" / student).mkdir(parents=True)
-        (base / "submissions" / student / NAME).write_text(json.dumps(nb, indent=1))
-    run = subprocess.run(["nice", "-n", "10", *CLI, "grade", "11", "submissions", "--course", "course", "--nbs",
-                          str(ROOT / "nbs"), "--jobs", "2", "--cell-timeout", "30"], cwd=base, capture_output=True,
-                         text=True, timeout=1800)
-    assert run.returncode in (0, 3), run.stdout[-3000:] + run.stderr[-3000:]
+    run = grade_submissions(base, subs, NAME, CLI, ROOT / "nbs")
     course = base / "course"
     return {"base": base, "course": course, "subs": subs, "stdout": run.stdout, "rows": grades_by_student(
         course / "grades_11_embeddings.csv"), "csv": (course / "grades_11_embeddings.csv").read_text(),
@@ -213,10 +209,10 @@ def test_the_kernels_file_system_and_the_rechecks_hold_nothing_secret(graded):
     assert found, "the walker's message never reached the page: the attack never ran"
     assert not secrets_in(shown), f"a student sees hidden tests or solutions: {secrets_in(shown)[:2]}"
     assert not any(".ipynb: " in text or ".db: " in text for text in found), f"the kernel's walk found: {found[0][:300]}"
-    # in the re-check the walk found no file either, only the tests in the grader's own memory (the residual risk)
+    # in the student's side of the judge the walk found nothing: no file, and no test in its memory (the tests run
+    # in the judge, another process)
     said = leaked(log_entry(graded["log"], "walker-message"))
-    assert said and all(".ipynb: " not in text and ".db: " not in text for text in said), said
-    assert any(text.startswith("memory: ") for text in said), said
+    assert said and not any(said), said
     # the file it wrote beside itself, in both processes, went nowhere: not into the course, not onto a page
     assert not list(graded["course"].rglob("leak.txt")), list(graded["course"].rglob("leak.txt"))
 
@@ -232,16 +228,17 @@ def test_nothing_the_recheck_said_reaches_a_student(graded):
         assert sum(float(r["score"]) for r in graded["rows"][student].values() if r["kind"] == "test") == 0
     assert graded["rows"]["walker-import"]["test_lookup_rows"]["reason"].startswith(
         "the student's exported code does not import outside the notebook")
-    assert graded["rows"]["walker-exit"]["test_lookup_rows"]["reason"].startswith("the re-check wrote no results file")
+    assert graded["rows"]["walker-exit"]["test_lookup_rows"]["reason"].startswith(
+        "the judge stopped: the student's process ended while importing")
 
 
 def test_what_the_recheck_said_is_in_the_instructors_log_only(graded, honest):
     log = graded["log"]
-    # the residual risk, measured: code in the re-check's process can read the tests it was handed...
+    # code in the student's process finds no test to read there (they run in the judge), and what it says goes to
+    # the instructor's log only
     entry = log_entry(log, "walker-import")
     found = leaked(entry)
-    assert found and find_leaks(HIDDEN, "\n".join(found)), entry[:800]
-    # ... and its only ways out are the instructor's log and the pass/fail of each part
+    assert found and not find_leaks(HIDDEN, "\n".join(found)), entry[:800]
     assert "for you only" in entry
     assert "odd dim, [3, 5]" in log_entry(honest["log"], "odd-dim-cosines"), "the instructor can't see why the hidden test failed"
     assert "odd dim, [3, 5]" not in honest["csv"]
@@ -257,11 +254,12 @@ def test_a_hidden_failure_scores_zero_and_says_only_so(honest):
     assert f"graded ({HIDDEN_FAILED})" in page and "odd dim, [3, 5]" not in page
 
 
-def test_a_forged_recheck_is_caught_by_its_check_built_to_fail(graded):
+def test_a_forgery_outside_the_kernel_changes_no_verdict(graded):
+    "The forger's `exec` hook runs in the student's process only: the judge scores its code as it is."
     rows = graded["rows"]["forger"]
-    assert {r["status"] for r in rows.values() if r["kind"] == "test"} == {"flagged"}, rows
-    assert "tampers with the tests" in rows["test_sinusoidal_table"]["reason"], rows["test_sinusoidal_table"]
-    assert sum(float(r["score"]) for r in rows.values() if r["kind"] == "test") == 0
+    scores = {gid: float(r["score"]) for gid, r in rows.items() if r["kind"] == "test"}
+    assert scores == {**TESTS, "test_sinusoidal_table": 0.0}, rows
+    assert rows["test_sinusoidal_table"]["status"] == "graded", rows["test_sinusoidal_table"]
 
 
 # ---------------------------------------------------------------- the same attacks through Gradescope

@@ -3,8 +3,8 @@ part solved: the visible tests must take the points of the right part, with a me
 was expected and what came back.
 
 One release is built; each wrong attempt is then exported the way `tinytorch grade` exports a
-submission (its `#| export` cells, in one file) and re-checked the way `tinytorch grade` re-checks it
-(`tinytorch.course.recheck`): the release's test cells run against that file in a fresh process. One
+submission (its `#| export` cells, in one file) and judged the way `tinytorch grade` judges it
+(`tinytorch.course.judge`): the release's test cells run in a judge process against that file, imported in another. One
 attempt also goes through the real `tinytorch test 11` command, which runs the whole notebook in a kernel (handed in
 without the lesson's demonstration cells, which earn no points).
 
@@ -23,8 +23,9 @@ require("nbgrader")
 
 from course_scenarios import demo_cells, edit, replace, solve, without_demos  # noqa: E402
 from tinytorch.course.assignments import graded_parts, release  # noqa: E402
-from tinytorch.course.recheck_run import exported_source  # noqa: E402
-from tinytorch.course.recheck import new_token, read_results, recheck_command, recheck_input, recheck_program  # noqa: E402
+from tinytorch.course.judge import judge_submission  # noqa: E402
+from tinytorch.course.recheck_run import exported_source, judged_verdicts  # noqa: E402
+from tinytorch.course.recheck import recheck_program  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = Path(sys.executable).parent / "tinytorch"
@@ -730,12 +731,10 @@ def visible_results(nb: dict, workdir: Path) -> dict:
     (workdir / "11_embeddings.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     parts = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
              if c["cell_type"] == "code" and (c["metadata"].get("nbgrader") or {}).get("grade")]
-    token = new_token()
     program = recheck_program(workdir / "11_embeddings.ipynb")
-    run = subprocess.run(recheck_command("student_export.py", "results.json", 120), cwd=workdir,
-                         input=recheck_input(token, program), capture_output=True, text=True, timeout=600)
-    result = read_results(workdir / "results.json", token, parts)
-    assert result.import_error is None, (result.import_error, run.stderr[-2000:])
+    outcome, said = judge_submission(workdir / "student_export.py", program, workdir, 120, 600, None, None)
+    result = judged_verdicts(outcome, parts)
+    assert result.import_error is None, (result.import_error, said, outcome.get("student_processes"))
     return result.errors
 
 

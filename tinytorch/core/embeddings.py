@@ -30,7 +30,7 @@ __all__ = ['INIT_TYPES', 'lesson_kernels', 'POSITION_KINDS', 'lookup_rows', 'sca
 from .lesson_support import (
     _DrawRecorder, _EmbeddingTable, _accepted, _add_positions, _as_text,
     _check_sequence_input, _configure, _first_difference, _position_start, _refuses,
-    _standing_in, _without_id, plot_encoding, visualize_encoding)
+    _shares_data, _standing_in, _without_id, plot_encoding, visualize_encoding)
 
 # %% ../../nbs/11_embeddings.ipynb #lookup
 def lookup_rows(table: np.ndarray, ids: np.ndarray) -> np.ndarray:

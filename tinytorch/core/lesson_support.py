@@ -110,6 +110,21 @@ def _without_id(ids, rows, skip):
     keep = ids != skip
     return ids[keep], rows[keep]
 
+# %% ../../nbs/11e_lesson_support.ipynb #shares-data
+def _shares_data(y, x) -> bool:
+    """Does `y.data` share `x.data`'s memory? A value written into `x.data` is read back from
+    `y.data` (then the old value is put back)."""
+    a, b = x.data, y.data
+    if np.shape(a) != np.shape(b) or 0 in np.shape(a):
+        return False
+    at = (0,) * np.ndim(a)
+    old = a[at]
+    probe = 7 if old != 7 else 3
+    a[at] = probe
+    seen = b[at]
+    a[at] = old
+    return bool(seen == probe)
+
 # %% ../../nbs/11e_lesson_support.ipynb #withheld
 withheld = _tensor.withheld       # module 01's switch: the engine's kernels and the defaults both read it
 

@@ -21,32 +21,16 @@ from pathlib import Path
 
 from .vocabulary import hidden_line_numbers
 from .nbtests import NotebookRun, NotebookTestError, cells_needed
-from .notebooks import cell_source, is_exported
+from .judge_remote import library_names
+from .notebooks import cell_source, is_exported, read_nb
 
 # %% auto #0
-__all__ = ['EXPORT_HEADER', 'RESULTS_FORMAT', 'load_export', 'export_cells', 'export_source', 'export_cell_at', 'recheck_program',
-           'run_program', 'import_words', 'RecheckFailed', 'new_token', 'write_results', 'RecheckResult',
-           'read_results', 'recheck_command', 'recheck_input', 'main']
+__all__ = ['EXPORT_HEADER', 'RESULTS_FORMAT', 'export_cells', 'export_source', 'export_cell_at', 'recheck_program', 'run_program',
+           'import_words', 'RecheckFailed', 'new_token', 'write_results', 'RecheckResult', 'read_results',
+           'recheck_command', 'recheck_input', 'main']
 
 # %% ../../nbs/93a_recheck.ipynb #load
-def load_export(module_name: str, path) -> object:
-    "Import the file `path` as `module_name` (e.g. `tinytorch.core.embeddings`), before anything else imports that name."
-    if module_name in sys.modules:
-        raise RuntimeError(f"{module_name} was imported before the student's export: the tests would run against the wrong code")
-    parent, _, child = module_name.rpartition('.')
-    importlib.import_module(parent)
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None:
-        raise FileNotFoundError(f"{path}: not a Python file to import as {module_name}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(module_name, None)      # a failed import leaves no half-made module behind
-        raise
-    setattr(sys.modules[parent], child, module)
-    return module
+from .judge_server import load_export   # the student's side of the judge imports it too
 
 # %% ../../nbs/93a_recheck.ipynb #export-cells
 EXPORT_HEADER = '# exported from a student submission by tinytorch grade\n\n'
@@ -98,28 +82,21 @@ def _cell_alarm(seconds: int):
 
 # %% ../../nbs/93a_recheck.ipynb #run
 def recheck_program(notebook) -> dict:
-    "`{'module', 'cells': [{'name', 'graded', 'source'}]}`: `notebook`'s graded cells and the cells they need."
+    """`{'module', 'cells': [{'name', 'graded', 'source'}], 'library'}`: `notebook`'s graded cells and
+    the cells they need; `library`: what its exported module imports from other modules
+    (`library_names`)."""
     run = NotebookRun(notebook)
     if not run.module_name:
         raise ValueError(f"{notebook} has no '#| default_exp' cell: no module to re-check")
     graded = [c for c in run.runnable_cells if c.points is not None]
-    return {'module': run.module_name, 'cells': [{'name': c.name, 'graded': c.points is not None, 'source': c.source}
-                                                 for c in cells_needed(run.runnable_cells, graded)]}
+    cells = [{'name': c.name, 'graded': c.points is not None, 'source': c.source}
+             for c in cells_needed(run.runnable_cells, graded)]
+    source = export_source(export_cells(read_nb(notebook)))
+    module = run.module_name
+    return {'module': module, 'cells': cells, 'library': library_names(source, module)}
 
 # %% ../../nbs/93a_recheck.ipynb #plain-python
-def _plain_python(source: str) -> str:
-    "`source` with its IPython magic and shell lines blanked (not removed: line numbers stay the cell's)."
-    return '\n'.join('' if l.lstrip().startswith(('%', '!')) else l for l in source.splitlines())
-
-# %% ../../nbs/93a_recheck.ipynb #raised-on
-def _raised_on(error: BaseException, filename: str) -> int | None:
-    "The innermost line of code compiled as `filename` in `error`'s traceback."
-    line, tb = None, error.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == filename:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
+from .judge import _plain_python, _raised_on   # cells run as the judge runs them
 
 # %% ../../nbs/93a_recheck.ipynb #run-program
 def run_program(program: dict, export, cell_timeout: int) -> dict:

@@ -8,16 +8,21 @@ from __future__ import annotations
 import secrets
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 from .grade_table import StudentResult
 from .limits import Limits, describe_usage, limit_hits, limit_kind, limit_reason
 from .notebooks import read_nb
-from .recheck import RecheckFailed, RecheckResult, new_token, read_results, recheck_command, recheck_input
+from .recheck import RecheckFailed, RecheckResult, new_token, read_results
+from .recheck import recheck_command, recheck_input
 from .recheck import export_cell_at, export_cells, export_source, import_words
+from .judge import judge_submission
+from .limits import Usage
 from .sandbox import Sandbox, run_isolated, was_killed
 
 # %% auto #0
-__all__ = ['NOT_IMPORTED', 'exported_source', 'recheck_submission', 'apply_recheck', 'stopped_by_limit', 'flag_limit_hits']
+__all__ = ['NOT_IMPORTED', 'exported_source', 'judged_verdicts', 'recheck_submission', 'apply_recheck', 'stopped_by_limit',
+           'flag_limit_hits']
 
 # %% ../../nbs/93r_recheck_run.ipynb #second
 def exported_source(nb: dict) -> str:
@@ -64,37 +69,62 @@ def _import_probe(export: Path, module: str, workdir: Path, cell_timeout: int, w
     except RecheckFailed:
         return None
 
+# %% ../../nbs/93r_recheck_run.ipynb #judged-verdicts
+def judged_verdicts(outcome: dict | None, parts) -> RecheckResult:
+    "The judge's verdicts on the graded `parts` from its `outcome`; RecheckFailed when it gave none."
+    if outcome is None:
+        raise RecheckFailed("the judge gave no result")
+    if 'stopped' in outcome:
+        raise RecheckFailed(f"the judge stopped: {str(outcome['stopped'])[:300]}")
+    import_error, errors = outcome.get('import_error'), outcome.get('parts')
+    hidden, line = outcome.get('hidden'), outcome.get('import_line')
+    if not (import_error is None or isinstance(import_error, str)) or not isinstance(errors, dict) \
+            or not all(e is None or isinstance(e, str) for e in errors.values()) \
+            or not isinstance(hidden, list) or not all(isinstance(h, str) for h in hidden) \
+            or not (line is None or type(line) is int):
+        raise RecheckFailed("the judge's result holds values of the wrong type")
+    expected = set() if import_error is not None else set(parts)
+    if set(errors) != expected or not set(hidden) <= expected:
+        raise RecheckFailed("the judge's result does not name exactly the graded parts "
+                            f"{sorted(expected)}")
+    cut = lambda text: text if text is None else text[:500]
+    return RecheckResult(cut(import_error), {k: cut(v) for k, v in errors.items()},
+                         frozenset(hidden), import_line=line)
+
 # %% ../../nbs/93r_recheck_run.ipynb #second-run
-def recheck_submission(submission: dict, program: dict, test_parts: list, workdir: Path, cell_timeout: int,
-                       wall_seconds: float, uid: int | None, sandbox: Sandbox | None,
-                       limits: Limits | None = None) -> RecheckResult:
-    """The re-check's verdicts on `test_parts`: `program`'s test cells (`recheck_program`, hidden tests included) run
-    against the student's export in a fresh process whose folder holds only that export, isolated."""
+def recheck_submission(submission: dict, program: dict, test_parts: list, workdir: Path,
+                       cell_timeout: int, wall_seconds: float, uid: int | None,
+                       sandbox: Sandbox | None, limits: Limits | None = None) -> RecheckResult:
+    """The judge's verdicts on `test_parts`: `program`'s test cells (`recheck_program`, hidden tests
+    included) run by a judge process that runs no student code, against the student's export
+    served from a sandboxed process whose folder holds only that export (`tinytorch.course.judge`)."""
     cells = export_cells(submission)
     source = export_source(cells)
     syntax = _syntax_error(source)
     if syntax:
         return RecheckResult(syntax, {}, said_by_grader=True)
-    export, results, token = workdir / 'student_export.py', workdir / 'recheck.json', new_token()
+    export = workdir / 'student_export.py'
     export.write_text(source, encoding='utf-8')
     program, canary = _with_canary(program)
-    run = run_isolated(recheck_command(export.name, results.name, cell_timeout), workdir, wall_seconds, uid,
-                       sandbox, stdin=recheck_input(token, program), limits=limits)
+    outcome, said = judge_submission(export, program, workdir, cell_timeout, wall_seconds, uid,
+                                     sandbox, limits)
     try:
-        verdicts = read_results(results, token, [*test_parts, canary])
+        verdicts = judged_verdicts(outcome, [*test_parts, canary])
     except RecheckFailed as e:
+        usage = Usage(**(outcome or {}).get('usage', {}))
+        student = (outcome or {}).get('student_processes', {})
+        run = SimpleNamespace(usage=usage, stderr=student.get('stderr', ''), returncode=None)
         why = stopped_by_limit(run, limits) if limits else None
         if why:
             raise _failed(f"the re-check {why}") from None
-        if was_killed(run.returncode):
-            raise _failed(f"the re-check exceeded the {wall_seconds:.0f} s wall-clock limit and was killed") from None
-        tail = (run.stderr.strip().splitlines() or ['no error output'])[-1][:300]
-        raise _failed(str(e), f"the re-check's last words (exit {run.returncode}): {tail}") from None
-    if verdicts.import_error is not None:           # in words a student may read: from a run that held no test
-        probe = _import_probe(export, program['module'], workdir, cell_timeout, wall_seconds, uid, sandbox, limits)
-        if probe is not None:
-            verdicts = replace(verdicts, import_words=import_words(probe.import_error,
-                                                                   export_cell_at(cells, probe.import_line)))
+        if usage.over_wall:
+            raise _failed(f"the re-check exceeded the {wall_seconds:.0f} s wall-clock limit and "
+                          "was killed") from None
+        last = (run.stderr.strip().splitlines() or said.strip().splitlines() or ['nothing'])[-1]
+        raise _failed(str(e), f"the student's process's last words: {last[:300]}") from None
+    if verdicts.import_error is not None:    # from the student's process, which never holds a test
+        at = export_cell_at(cells, verdicts.import_line)
+        verdicts = replace(verdicts, import_words=import_words(verdicts.import_error, at))
     errors = {k: v for k, v in verdicts.errors.items() if k != canary}
     return replace(verdicts, errors=errors, hidden=verdicts.hidden - {canary},
                    tampered=verdicts.import_error is None and verdicts.errors[canary] is None)
@@ -104,10 +134,11 @@ NOT_IMPORTED = "the student's exported code does not import outside the notebook
 
 # %% ../../nbs/93r_recheck_run.ipynb #checks-recheck
 def apply_recheck(result: StudentResult, verdicts: RecheckResult, cleared: bool = False):
-    """Record the re-check's points on each code part: a part whose visible tests passed in nbgrader and whose hidden
-    test failed in the re-check scores 0 (`hidden_failed`); any other disagreement with nbgrader is flagged. The
-    re-check's own texts go to the instructor's notes only. An export that does not import scores 0 and is flagged,
-    unless you `cleared` this notebook: then nbgrader's points stand."""
+    """Record the judge's points on each code part, and make them its points: a part whose visible
+    tests passed in nbgrader and whose hidden test failed in the judge is marked `hidden_failed`;
+    any other disagreement with nbgrader is flagged. The re-check's own texts go to the instructor's
+    notes only. An export that does not import scores 0 and is flagged, unless you `cleared` this
+    notebook: then nbgrader's points stand."""
     tests = [p for p in result.parts.values() if p.kind == 'test']
     for part in tests:
         part.recheck_points = part.max_points if verdicts.passed(part.grade_id) else 0.0
@@ -115,20 +146,22 @@ def apply_recheck(result: StudentResult, verdicts: RecheckResult, cleared: bool 
         said = verdicts.import_error if verdicts.said_by_grader else verdicts.import_words
         said = f" ({said})" if said else ''
         if not verdicts.said_by_grader:
-            result.instructor_notes.append(f"the re-check could not import the export: {verdicts.import_error}")
+            result.instructor_notes.append(
+                f"the re-check could not import the export: {verdicts.import_error}")
         if cleared:
             for part in tests:
                 part.recheck_points = None
-            result.instructor_notes.append(f"cleared by you: {NOT_IMPORTED}{said}; nbgrader's points stand (the "
-                                           "notebook's own tests: the hidden tests could not run)")
+            result.instructor_notes.append(
+                f"cleared by you: {NOT_IMPORTED}{said}; nbgrader's points stand (the notebook's own "
+                "tests: the hidden tests could not run)")
             return
         result.flags.append(f"{NOT_IMPORTED}{said}; the re-check scores it 0")
-        result.flags.append(f"after looking at the notebook, `tinytorch grade ... --clear {result.student}` counts "
-                            "nbgrader's points for its code parts instead")
+        result.flags.append(f"after looking at the notebook, `tinytorch grade ... --clear "
+                            f"{result.student}` counts nbgrader's points for its code parts instead")
         return
     if verdicts.tampered:
-        result.flags.append("the re-check reported a check built to fail as passed: the submission's code tampers "
-                            "with the tests; its points are held at 0")
+        result.flags.append("the re-check reported a check built to fail as passed: the submission's "
+                            "code tampers with the tests; its points are held at 0")
         for part in tests:
             part.recheck_points = 0.0
         return
@@ -136,10 +169,14 @@ def apply_recheck(result: StudentResult, verdicts: RecheckResult, cleared: bool 
         if verdicts.failed_in_hidden(part.grade_id) and part.nbgrader_points == part.max_points:
             part.hidden_failed, part.nbgrader_points = True, 0.0
         if not verdicts.passed(part.grade_id):
-            result.instructor_notes.append(f"{part.grade_id}: the re-check said {verdicts.errors[part.grade_id]}")
+            result.instructor_notes.append(
+                f"{part.grade_id}: the re-check said {verdicts.errors[part.grade_id]}")
     disagree = [p.grade_id for p in tests if p.recheck_points != p.nbgrader_points]
     if disagree:
-        result.flags.append(f"the re-check outside the student's kernel disagrees with nbgrader on {disagree}")
+        result.flags.append(
+            f"the re-check outside the student's kernel disagrees with nbgrader on {disagree}")
+    for part in tests:                # every code part's points are the judge's
+        part.nbgrader_points = part.recheck_points
 
 # %% ../../nbs/93r_recheck_run.ipynb #usage-note
 def _usage_note(run) -> str:
