@@ -413,3 +413,23 @@ def disguised_copy(nb):
 def random_ways(rng: random.Random) -> dict:
     "A way (0-3) for each cell, drawn by `rng`: a synthetic student of a large class."
     return {cell_id: rng.randrange(4) for cell_id in VARIANTS}
+
+
+# A failure message that carries a student's markup: the lookup raises ValueError with script in its text, and the
+# test's message quotes it. On the class report's page it must stay text. (No quotes or digits in the script: the
+# report masks those in a message, and the script must still say that it ran.)
+HOSTILE_RAISE = ("\n    if ids.size and ids.min() < 0:\n        raise ValueError("
+                 "'<script>console.log(/{mark}message/.source)</script>"
+                 "<img src=x onerror=console.log(/{mark}message-img/.source)>')")
+
+
+def report_class(release, source, mark):
+    """student -> notebook: a small class for the class report. ada, bea and cyd wrote the exercises each their own
+    way, copycat handed in ada's code with the names changed and statements moved, blank handed in the release, and
+    hostile's lookup fails with script in its message (`mark`: what a payload logs when it runs)."""
+    hostile = solved_as(release, source, 0)
+    cell = cells_by_id(hostile)["lookup"]
+    cell["source"] = src(cell).replace(MY_BEGIN, MY_BEGIN + HOSTILE_RAISE.format(mark=mark), 1)
+    ada = solved_as(release, source, 1)
+    return {"ada": ada, "bea": solved_as(release, source, 2), "cyd": solved_as(release, source, 3),
+            "copycat": disguised_copy(ada), "blank": copy.deepcopy(release), "hostile": hostile}

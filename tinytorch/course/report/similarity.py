@@ -167,10 +167,9 @@ def similar_pairs(prints: dict, threshold: float = THRESHOLD) -> list:
     kept = _kept(prints, common_prints(prints))
     pairs = []
     for (a, b), by_part in _shared_counts(kept).items():
-        both = set(kept[a]) & set(kept[b])
-        smaller = min(sum(len(kept[a][p]) for p in both), sum(len(kept[b][p]) for p in both))
+        smaller = min(sum(map(len, kept[a].values())), sum(map(len, kept[b].values())))
         score = sum(by_part.values()) / smaller if smaller else 0.0
-        if score >= threshold:
+        if score >= threshold and sum(by_part.values()) >= MIN_PRINTS:
             parts = {p: n / min(len(kept[a][p]), len(kept[b][p])) for p, n in by_part.items()}
             alike = {p: round(s, 3) for p, s in parts.items() if s >= threshold}
             pairs.append(Pair(a, b, round(score, 3), alike))
