@@ -1,10 +1,12 @@
-"""Correct solutions of module 11 written in other ways than the instructor's (loops, vectorised, another NumPy
-routine), for the class report's similarity tests: students who worked alone hand in code that differs, and a copy
-with the names changed and statements moved still shares most of its fingerprints with the original.
+"""Correct solutions of module 11 written in other ways than the instructor's (loops, vectorised,
+another NumPy routine), for the class report's similarity tests: students who worked alone hand in
+code that differs, and a copy with the names changed and statements moved still shares most of its
+fingerprints with the original.
 
-`VARIANTS[cell id]` holds three ways of writing that cell's solution regions (one body per region, in order).
-`solved_as(release, source, way)` is the release with every solution written the `way`-th way (0: the instructor's
-code in a student's words, as `course_scenarios.solve(..., own_words=True)`; 1-3: the ways below)."""
+`VARIANTS[cell id]` holds three ways of writing that cell's solution regions (one body per region,
+in order). `solved_as(release, source, way)` is the release with every solution written the `way`-th
+way (0: the instructor's code in a student's words, as `course_scenarios.solve(...,
+own_words=True)`; 1-3: the ways below)."""
 import copy
 import random
 import re
@@ -22,7 +24,8 @@ return table[ids].copy()"""],
 bad = np.flatnonzero((flat < 0) | (flat >= len(table)))
 if bad.size > 0:
     culprit = flat[bad[0]]
-    raise TokenIdError("token id %d is out of range: ids must be in [0, %d)" % (culprit, len(table)))
+    raise TokenIdError("token id %d is out of range: ids must be in [0, %d)"
+                       % (culprit, len(table)))
 rows = table[flat]
 return rows.reshape(*ids.shape, table.shape[1])"""],
         ["""size = len(table)
@@ -114,7 +117,8 @@ elif init_type == 'xavier':
 elif init_type == 'normal':
     return rng.standard_normal(shape, dtype=np.float32) / np.float32(math.sqrt(embedding_dim))
 raise ValueError("init_type must be one of %r, not %r" % (INIT_TYPES, init_type))"""],
-        ["""spreads = {'uniform': 1 / math.sqrt(embedding_dim), 'normal': 1 / math.sqrt(embedding_dim),
+        ["""spreads = {'uniform': 1 / math.sqrt(embedding_dim),
+           'normal': 1 / math.sqrt(embedding_dim),
            'xavier': math.sqrt(6 / (vocab_size + embedding_dim))}
 if init_type not in spreads:
     raise ValueError(f"{init_type!r} is not an init_type; choose from {', '.join(INIT_TYPES)}")
@@ -156,7 +160,8 @@ if vocab_size is None:
 flat = out.ravel()
 bad = (flat < 0) | (flat >= vocab_size)
 if bad.any():
-    raise TokenIdError(f"token id {flat[np.argmax(bad)]} is out of range: ids must be in [0, {vocab_size})")
+    raise TokenIdError(f"token id {flat[np.argmax(bad)]} is out of range: "
+                       f"ids must be in [0, {vocab_size})")
 return out"""],
         ["""while isinstance(ids, Tensor):
     ids = ids.data
@@ -197,8 +202,10 @@ for col in range(embedding_dim):
 return result"""],
     ],
     "shift": [
-        ["""freqs = [base ** (-np.arange(0, embedding_dim, 2)[j] / embedding_dim) for j in range(embedding_dim // 2)]
-blocks = [np.array([[math.cos(k * f), math.sin(k * f)], [-math.sin(k * f), math.cos(k * f)]]) for f in freqs]
+        ["""freqs = [base ** (-np.arange(0, embedding_dim, 2)[j] / embedding_dim)
+         for j in range(embedding_dim // 2)]
+blocks = [np.array([[math.cos(k * f), math.sin(k * f)], [-math.sin(k * f), math.cos(k * f)]])
+          for f in freqs]
 out = np.zeros((embedding_dim, embedding_dim), dtype=np.float64)
 for j, block in enumerate(blocks):
     out[2 * j:2 * j + 2, 2 * j:2 * j + 2] = block
@@ -258,7 +265,9 @@ begin = _position_start(start_pos, seq_len, self.max_seq_length, 'TokenPositionE
 vectors = self.tokens(token_ids)
 factor = math.sqrt(self.embedding_dim) if self.scale_embeddings else None
 vectors = vectors * factor if factor is not None else vectors
-return vectors if self.positions is None else self.positions(vectors, inplace=True, start_pos=begin)"""],
+if self.positions is None:
+    return vectors
+return self.positions(vectors, inplace=True, start_pos=begin)"""],
         ["""arr = as_token_ids(input_ids, None)
 if not 1 <= arr.ndim <= 2:
     raise ValueError(f"token ids must be 1-D or 2-D, got shape {arr.shape}")
@@ -285,7 +294,8 @@ return self.positions(scaled, inplace=True, start_pos=first)"""],
     "tie": [
         ["""vocab = d_logits.shape[-1]
 lookup_part = embedding_grad(ids, d_rows, vocab, padding_idx)
-readout_part = np.einsum('nv,nd->vd', d_logits.reshape(-1, vocab), hidden.reshape(-1, hidden.shape[-1]))
+readout_part = np.einsum('nv,nd->vd', d_logits.reshape(-1, vocab),
+                         hidden.reshape(-1, hidden.shape[-1]))
 return (lookup_part + readout_part).astype(d_rows.dtype)"""],
         ["""V = d_logits.shape[-1]
 H = hidden.reshape(-1, hidden.shape[-1])
@@ -295,7 +305,8 @@ for n in range(G.shape[0]):
     readout += np.outer(G[n], H[n])
 return embedding_grad(ids, d_rows, V, padding_idx) + readout.astype(d_rows.dtype)"""],
         ["""table_rows, width = d_logits.shape[-1], hidden.shape[-1]
-through_readout = np.tensordot(d_logits.reshape(-1, table_rows), hidden.reshape(-1, width), axes=([0], [0]))
+through_readout = np.tensordot(d_logits.reshape(-1, table_rows), hidden.reshape(-1, width),
+                               axes=([0], [0]))
 through_lookup = embedding_grad(ids, d_rows, table_rows, padding_idx=padding_idx)
 total = through_lookup.copy()
 total += through_readout
@@ -322,14 +333,15 @@ return y"""],
 
 
 def _with_bodies(cell_source, bodies):
-    "The instructor's cell with its solution regions replaced, in order, by `bodies` (indented as the region was)."
+    "The instructor's cell with its solution regions replaced, in order, by `bodies` (indented)."
     out, bodies, skipping = [], list(bodies), False
     for line in cell_source.splitlines():
         stripped = line.strip()
         if stripped == "### BEGIN SOLUTION":
             indent = line[:len(line) - len(line.lstrip())]
             out.append(indent + MY_BEGIN)
-            out += [indent + body_line if body_line else "" for body_line in bodies.pop(0).splitlines()]
+            body = bodies.pop(0).splitlines()
+            out += [indent + body_line if body_line else "" for body_line in body]
             skipping = True
         elif stripped == "### END SOLUTION":
             out.append(line.replace("### END SOLUTION", MY_END))
@@ -340,8 +352,9 @@ def _with_bodies(cell_source, bodies):
 
 
 def solved_as(release, source, ways):
-    """The release with every code solution written one way: `ways` is an int (the same way for every cell) or a
-    dict cell id -> way; way 0 is the instructor's code in a student's words, 1-3 the `VARIANTS`."""
+    """The release with every code solution written one way: `ways` is an int (the same way for
+    every cell) or a dict cell id -> way; way 0 is the instructor's code in a student's words, 1-3
+    the `VARIANTS`."""
     nb = copy.deepcopy(release)
     ref = cells_by_id(source)
     for cell in nb["cells"]:
@@ -360,15 +373,19 @@ def solved_as(release, source, ways):
     return nb
 
 
-# A copy of way 1 disguised: every local name it introduced renamed, and in each cell with statements that don't
-# depend on each other, their order changed.
-RENAMES = {"n": "vocab_n", "i": "tok", "out": "acc_rows", "position": "k", "row_id": "target", "totals": "sums",
+# A copy of way 1 disguised: every local name it introduced renamed, and in each cell with
+# statements that don't depend on each other, their order changed.
+RENAMES = {"n": "vocab_n", "i": "tok", "out": "acc_rows", "position": "k", "row_id": "target",
+           "totals": "sums",
            "keys": "ordered_keys", "unique": "uniq", "summed": "row_sums", "ids_1d": "flat_tokens",
-           "grads_2d": "flat_grads", "mask": "keep", "scale": "sigma", "limit": "bound_value", "u": "draws",
-           "arr": "token_array", "outside": "out_of_range", "pos": "p_idx", "angle": "phase", "freqs": "omegas",
-           "blocks": "rotations", "block": "rot", "j": "pair_no", "g_positions": "per_pos", "dense": "full_grad",
+           "grads_2d": "flat_grads", "mask": "keep", "scale": "sigma", "limit": "bound_value",
+           "u": "draws", "arr": "token_array", "outside": "out_of_range", "pos": "p_idx",
+           "angle": "phase", "freqs": "omegas", "blocks": "rotations", "block": "rot",
+           "j": "pair_no",
+           "g_positions": "per_pos", "dense": "full_grad",
            "token_ids": "tids", "seq_len": "length_", "begin": "first_pos", "vectors": "embedded",
-           "factor": "mult", "vocab": "num_tokens", "lookup_part": "from_rows", "readout_part": "from_logits",
+           "factor": "mult", "vocab": "num_tokens", "lookup_part": "from_rows",
+           "readout_part": "from_logits",
            "pairs": "xy", "first": "xs", "second": "ys", "turned": "rotated"}
 
 
@@ -382,8 +399,8 @@ def _swap_lines(text, first, second):
 
 
 def disguised_copy(nb):
-    """A copy of the way-1 notebook `nb` as a student who copied it might hand it in: the names it introduced
-    renamed, independent statements moved, comments of their own added."""
+    """A copy of the way-1 notebook `nb` as a student who copied it might hand it in: the names it
+    introduced renamed, independent statements moved, comments of their own added."""
     nb = copy.deepcopy(nb)
     moves = {"tie": ("lookup_part = ", "readout_part = "),
              "tpe-forward": ("vectors = self.tokens(token_ids)", "factor = "),
@@ -415,18 +432,20 @@ def random_ways(rng: random.Random) -> dict:
     return {cell_id: rng.randrange(4) for cell_id in VARIANTS}
 
 
-# A failure message that carries a student's markup: the lookup raises ValueError with script in its text, and the
-# test's message quotes it. On the class report's page it must stay text. (No quotes or digits in the script: the
-# report masks those in a message, and the script must still say that it ran.)
+# A failure message that carries a student's markup: the lookup raises ValueError with script in its
+# text, and the test's message quotes it. On the class report's page it must stay text. (No quotes
+# or digits in the script: the report masks those in a message, and the script must still say that
+# it ran.)
 HOSTILE_RAISE = ("\n    if ids.size and ids.min() < 0:\n        raise ValueError("
                  "'<script>console.log(/{mark}message/.source)</script>"
                  "<img src=x onerror=console.log(/{mark}message-img/.source)>')")
 
 
 def report_class(release, source, mark):
-    """student -> notebook: a small class for the class report. ada, bea and cyd wrote the exercises each their own
-    way, copycat handed in ada's code with the names changed and statements moved, blank handed in the release, and
-    hostile's lookup fails with script in its message (`mark`: what a payload logs when it runs)."""
+    """student -> notebook: a small class for the class report. ada, bea and cyd wrote the exercises
+    each their own way, copycat handed in ada's code with the names changed and statements moved,
+    blank handed in the release, and hostile's lookup fails with script in its message (`mark`: what
+    a payload logs when it runs)."""
     hostile = solved_as(release, source, 0)
     cell = cells_by_id(hostile)["lookup"]
     cell["source"] = src(cell).replace(MY_BEGIN, MY_BEGIN + HOSTILE_RAISE.format(mark=mark), 1)

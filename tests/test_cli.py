@@ -19,7 +19,8 @@ from tinytorch.course.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 TINYTORCH = Path(sys.executable).parent / "tinytorch"       # the console script from pyproject.toml
-COMMANDS = ["demo", "release", "test", "grade", "grade-merge", "formgrade", "grades", "docs", "metadata", "report"]
+COMMANDS = ["demo", "release", "test", "grade", "grade-merge", "formgrade", "grades", "docs", "metadata",
+            "report"]
 
 
 def _notebook(cells: list) -> str:
@@ -118,7 +119,8 @@ BAD_INPUTS = {
         ["--out {tmp}/site.zip", "is a file, expected a folder"]),
     "report: no course folder": (
         ["report", "11", "--course", "{tmp}/course"], None,
-        ["--course {tmp}/course", "no such folder", "the course folder that `tinytorch grade` wrote"]),
+        ["--course {tmp}/course", "no such folder",
+         "the course folder that `tinytorch grade` wrote"]),
     "report: folder never graded": (
         ["report", "11", "--course", "{tmp}"], None,
         ["{tmp} holds no grades for module 11", "run `tinytorch grade"]),
@@ -178,8 +180,8 @@ BUGS = {   # command line, the course function a bug is planted in, the plain ex
                TypeError("unsupported operand")),
     "docs": (["docs", "--out", "{tmp}/site"], "tinytorch.course.docs.build_docs", FileExistsError("_proc/docs")),
     "metadata": (["metadata"], "tinytorch.course.assignments.sync_metadata", KeyError("cells")),
-    "report": (["report", "11", "--course", "{tmp}"], "tinytorch.course.report.page.write_class_report",
-               KeyError("part")),
+    "report": (["report", "11", "--course", "{tmp}"],
+               "tinytorch.course.report.page.write_class_report", KeyError("part")),
 }
 
 
