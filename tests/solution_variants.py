@@ -389,12 +389,11 @@ RENAMES = {"n": "vocab_n", "i": "tok", "out": "acc_rows", "position": "k", "row_
            "pairs": "xy", "first": "xs", "second": "ys", "turned": "rotated"}
 
 
-def _swap_lines(text, first, second):
-    "`text` with the lines starting (after indentation) with `first` and `second` exchanged."
+def _move_line(text, line, before):
+    "`text` with the line starting (after indentation) with `line` moved to just before `before`'s."
     lines = text.splitlines()
-    i = next(k for k, l in enumerate(lines) if l.strip().startswith(first))
-    j = next(k for k, l in enumerate(lines) if l.strip().startswith(second))
-    lines[i], lines[j] = lines[j], lines[i]
+    moved = lines.pop(next(k for k, l in enumerate(lines) if l.strip().startswith(line)))
+    lines.insert(next(k for k, l in enumerate(lines) if l.strip().startswith(before)), moved)
     return "\n".join(lines)
 
 
@@ -402,17 +401,17 @@ def disguised_copy(nb):
     """A copy of the way-1 notebook `nb` as a student who copied it might hand it in: the names it
     introduced renamed, independent statements moved, comments of their own added."""
     nb = copy.deepcopy(nb)
-    moves = {"tie": ("lookup_part = ", "readout_part = "),
-             "tpe-forward": ("vectors = self.tokens(token_ids)", "factor = "),
-             "scatter": ("unique = np.array(", "summed = np.array("),
-             "shift": ("blocks = [", "out = np.zeros(")}
+    moves = {"tie": ("lookup_part = ", "return (lookup_part"),       # (a line, the line it goes before)
+             "tpe-forward": ("factor = ", "vectors = self.tokens(token_ids)"),
+             "scatter": ("summed = np.array(", "unique = np.array("),
+             "shift": ("out = np.zeros(", "freqs = [")}
     for cell in nb["cells"]:
         g = cell.get("metadata", {}).get("nbgrader") or {}
         if cell["cell_type"] != "code" or not g.get("solution") or cell["id"] not in VARIANTS:
             continue
         text = src(cell)
         if cell["id"] in moves:
-            text = _swap_lines(text, *moves[cell["id"]])
+            text = _move_line(text, *moves[cell["id"]])
         inside, lines = False, []
         for line in text.splitlines():
             if line.strip() == MY_BEGIN:
