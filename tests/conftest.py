@@ -204,3 +204,36 @@ def _grade_more(release_11: Path, base: Path) -> Path:
                           ROOT / "nbs", "--jobs", "2", "--cell-timeout", "30"], cwd=base, capture_output=True, text=True)
     assert out.returncode in (0, 3), f"{out.stdout[-2000:]}{out.stderr[-2000:]}"
     return base
+
+
+@pytest.fixture(scope="session")
+def graded_report_class(release_11, tmp_path_factory) -> Path:
+    """`solution_variants.report_class` graded once per test run as an instructor grades it,
+    `tinytorch grade 11 submissions --course course --jobs 2 --due ...` (nbgrader's collected layout,
+    each with its timestamp.txt; bea handed in a day late), without the lesson's demonstration cells:
+    the folder holding the graded `course/`. tests/test_class_report.py reports on it."""
+    return built_once(tmp_path_factory, "graded-report-class",
+                      lambda base: _grade_report_class(release_11, base))
+
+
+def _grade_report_class(release_11: Path, base: Path) -> Path:
+    from course_scenarios import demo_cells, without_demos
+    from payloads import MARK
+    from solution_variants import report_class
+    released = json.loads(release_11.read_text())
+    demos = demo_cells(released)
+    source = json.loads((ROOT / "nbs" / "11_embeddings.ipynb").read_text())
+    klass = report_class(released, source, MARK)
+    for student, nb in klass.items():
+        folder = base / "submissions" / student / "11_embeddings"
+        folder.mkdir(parents=True)
+        (folder / "11_embeddings.ipynb").write_text(json.dumps(without_demos(nb, demos), indent=1))
+        (folder / "timestamp.txt").write_text("2026-12-02 09:00:00 UTC" if student == "bea"
+                                              else "2026-11-30 20:00:00 UTC")
+    cli = Path(sys.executable).parent / "tinytorch"
+    out = subprocess.run(["nice", "-n", "10", cli, "grade", "11", "submissions", "--course", "course",
+                          "--nbs", ROOT / "nbs", "--jobs", "2", "--cell-timeout", "30",
+                          "--due", "2026-12-01T00:00+00:00", "--late-policy", "per-day:10"],
+                         cwd=base, capture_output=True, text=True)
+    assert out.returncode in (0, 3), f"{out.stdout[-2000:]}{out.stderr[-2000:]}"
+    return base

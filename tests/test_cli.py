@@ -19,7 +19,8 @@ from tinytorch.course.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 TINYTORCH = Path(sys.executable).parent / "tinytorch"       # the console script from pyproject.toml
-COMMANDS = ["demo", "release", "test", "grade", "grade-merge", "formgrade", "grades", "docs", "metadata"]
+COMMANDS = ["demo", "release", "test", "grade", "grade-merge", "formgrade", "grades", "docs", "metadata",
+            "report"]
 
 
 def _notebook(cells: list) -> str:
@@ -116,6 +117,13 @@ BAD_INPUTS = {
     "docs --out is a file": (
         ["docs", "--out", "{tmp}/site.zip"], lambda t: (t / "site.zip").write_bytes(b"zip"),
         ["--out {tmp}/site.zip", "is a file, expected a folder"]),
+    "report: no course folder": (
+        ["report", "11", "--course", "{tmp}/course"], None,
+        ["--course {tmp}/course", "no such folder",
+         "the course folder that `tinytorch grade` wrote"]),
+    "report: folder never graded": (
+        ["report", "11", "--course", "{tmp}"], None,
+        ["{tmp} holds no grades for module 11", "run `tinytorch grade"]),
     "metadata: no notebooks": (
         ["metadata", "--nbs", "{tmp}"], None,
         ["no course notebooks", "in {tmp}"]),
@@ -172,6 +180,8 @@ BUGS = {   # command line, the course function a bug is planted in, the plain ex
                TypeError("unsupported operand")),
     "docs": (["docs", "--out", "{tmp}/site"], "tinytorch.course.docs.build_docs", FileExistsError("_proc/docs")),
     "metadata": (["metadata"], "tinytorch.course.assignments.sync_metadata", KeyError("cells")),
+    "report": (["report", "11", "--course", "{tmp}"],
+               "tinytorch.course.report.page.write_class_report", KeyError("part")),
 }
 
 

@@ -18,7 +18,7 @@ from .demo import demo
 
 # %% auto #0
 __all__ = ['COMMANDS', 'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_formgrade', 'cmd_grades', 'cmd_docs',
-           'cmd_metadata', 'cmd_grade_merge', 'cmd_autograder', 'cmd_collect', 'Command', 'missing_extra',
+           'cmd_metadata', 'cmd_grade_merge', 'cmd_autograder', 'cmd_collect', 'cmd_report', 'Command', 'missing_extra',
            'available_commands', 'build_parser', 'main']
 
 # %% ../nbs/92_cli.ipynb #course-cmds
@@ -216,6 +216,24 @@ def cmd_collect(args) -> int:
     from tinytorch.course.collect import collect
     return collect(args.assignment, args.course, update=args.update)
 
+# %% ../nbs/92_cli.ipynb #cmd-report
+def cmd_report(args) -> int:
+    from tinytorch.course.report.page import write_class_report
+    from tinytorch.course.report.similarity import THRESHOLD
+    from tinytorch.course.untrusted_text import printable
+    if not Path(args.course).is_dir():
+        raise MissingInput(f"--course {args.course}: no such folder (expected the course folder "
+                           "that `tinytorch grade` wrote)")
+    report = write_class_report(args.course, args.module, _folder_to_write(args.out, '--out'))
+    print(f"class report: {report.students} submissions\n{report.table}")
+    pairs = [f"{printable(p.first)} and {printable(p.second)} {p.similarity:.2f} "
+             f"({', '.join(map(printable, p.parts))})" for p in report.pairs]
+    print(f"alike (at least {THRESHOLD:g} of the fingerprints; a lead to look at, never a "
+          "penalty): " + ('; '.join(pairs) or 'no pair'))
+    print(f"written: {report.page}, {report.report_csv}, {report.similarity_csv}, "
+          + ', '.join(p.name for p in report.plots))
+    return 0
+
 # %% ../nbs/92_cli.ipynb #commands
 class Command(NamedTuple):
     "One `tinytorch` command: what it needs installed, what runs it, its arguments and its line in `--help`."
@@ -249,6 +267,13 @@ COMMANDS = {
     'collect': Command('collect', 'course', cmd_collect, collect_args, "nbgrader collect, copying nothing through a "
                        "symbolic link and keeping when each submission reached the exchange (for grade's late policy)"),
 }
+
+# %% ../nbs/92_cli.ipynb #report-command
+from .cli_arguments import report_args
+
+COMMANDS['report'] = Command('report', 'course', cmd_report, report_args,
+                             "after grade (or grades): which parts the class missed and why, "
+                             "plots, and submissions that look alike")
 
 # %% ../nbs/92_cli.ipynb #missing-extra
 def missing_extra(command: str) -> str | None:

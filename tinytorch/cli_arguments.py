@@ -10,7 +10,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['EXPORT_FORMATS', 'demo_args', 'release_args', 'test_args', 'grade_args', 'grade_merge_args', 'formgrade_args',
-           'grades_args', 'docs_args', 'metadata_args', 'autograder_args', 'collect_args']
+           'grades_args', 'docs_args', 'metadata_args', 'autograder_args', 'collect_args', 'report_args']
 
 # %% ../nbs/92b_cli_arguments.ipynb #arg-types
 def _int_in(low: int, high: int | None, expected: str):
@@ -165,3 +165,11 @@ def collect_args(p):
                    "nbgrader_config.py naming the exchange (default: the current folder)")
     p.add_argument('--update', action='store_true', help="replace a collected submission by a newer one (nbgrader's "
                    "--update)")
+
+# %% ../nbs/92b_cli_arguments.ipynb #report-args
+def report_args(p):
+    p.add_argument('module', help=_MODULE_HELP)
+    p.add_argument('--course', required=True, metavar='DIR',
+                   help="the course folder that `tinytorch grade` wrote")
+    p.add_argument('--out', metavar='DIR', help="folder for the report's page, CSVs and plots "
+                   "(default: the course folder)")
