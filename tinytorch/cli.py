@@ -114,7 +114,11 @@ def cmd_grade(args) -> int:
 
 # %% ../nbs/92_cli.ipynb #cmd-formgrade
 def cmd_formgrade(args) -> int:
-    from tinytorch.course.manual_grading import serve_formgrader
+    from tinytorch.course.manual_grading import hub_service, serve_formgrader
+    if getattr(args, 'hub_service', False):
+        if args.port:
+            raise BadInput(f"--port {args.port}: as a hub service the hub gives the port (its url)")
+        return serve_formgrader(args.course, hub=hub_service())  # serves until the hub stops it
     return serve_formgrader(args.course, port=args.port)      # prints the address, serves until Ctrl-C
 
 # %% ../nbs/92_cli.ipynb #course-cmds-2

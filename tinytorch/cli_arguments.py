@@ -111,6 +111,9 @@ def grade_merge_args(p):
 def formgrade_args(p):
     p.add_argument('course', help="the course folder that `tinytorch grade` wrote")
     p.add_argument('--port', type=_port, default=0, help="port on 127.0.0.1 (e.g. 8123; default: a free one)")
+    p.add_argument('--hub-service', action='store_true',
+                   help="run as a JupyterHub service: the hub gives the address and prefix and "
+                        "logs users in (JUPYTERHUB_* variables; see the instructor guide)")
 
 # %% ../nbs/92b_cli_arguments.ipynb #grades-args
 EXPORT_FORMATS = ('final', 'canvas', 'moodle', 'nbgrader')
