@@ -253,6 +253,7 @@ class HubService(NamedTuple):
     port: int
     base_url: str
 
+# %% ../../nbs/93f_manual_grading.ipynb #hub-service-read
 def hub_service(environ=os.environ) -> HubService:
     "The service's address and prefix from the variables JupyterHub sets for a managed service."
     missing = [v for v in HUB_VARIABLES if not environ.get(v)]
