@@ -211,10 +211,8 @@ def course_hub(image_python: Path):
         yield hub
     finally:
         if hub_proc is not None:
-            _stop(hub_proc)
-        for (
-            name
-        ) in made:  # anything still running as the accounts made here (their servers, kernels)
+            _stop(hub_proc, base / "hub" / "jupyterhub-proxy.pid")
+        for name in made:  # anything still running as the accounts made here (servers, kernels)
             subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
         for name in made:
             subprocess.run(["userdel", "-r", "-f", name], capture_output=True)
@@ -223,9 +221,9 @@ def course_hub(image_python: Path):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _stop(process: subprocess.Popen):
+def _stop(process: subprocess.Popen, proxy_pid_file: Path):
     """SIGTERM to the hub (it stops users' servers, its service and its proxy), then its whole
-    process group."""
+    process group, and its proxy (in a session of its own) if a hub that died left it running."""
     process.terminate()
     try:
         process.wait(60)
@@ -236,3 +234,9 @@ def _stop(process: subprocess.Popen):
     except ProcessLookupError:
         pass
     process.wait()
+    try:
+        pid = int(proxy_pid_file.read_text().strip())
+        if PROXY in Path(f"/proc/{pid}/cmdline").read_text():
+            os.kill(pid, signal.SIGKILL)
+    except (OSError, ValueError):
+        pass

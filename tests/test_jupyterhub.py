@@ -112,28 +112,33 @@ def test_the_wheel_holds_stubs_and_its_leak_scan_finds_a_planted_solution_line(w
 
 
 # ---------------------------------------------------------------- the course on a running hub
+# The calls JupyterLab's own pages make: its _xsrf cookie goes back as a header.
+POST_FORM = """async ([path, form]) => {
+    const xsrf = (document.cookie.match(/(?:^|; )_xsrf=([^;]*)/) || [])[1] || '';
+    const r = await fetch(path, {method: 'POST', body: new URLSearchParams(form),
+        headers: {'X-XSRFToken': decodeURIComponent(xsrf),
+                  'Content-Type': 'application/x-www-form-urlencoded'}});
+    return {status: r.status, text: await r.text()};
+}"""
+CONTENTS = """async ([url, method, body]) => {
+    const xsrf = (document.cookie.match(/(?:^|; )_xsrf=([^;]*)/) || [])[1] || '';
+    const r = await fetch(url, {method, body: body === null ? undefined : JSON.stringify(body),
+        headers: {'X-XSRFToken': decodeURIComponent(xsrf), 'Content-Type': 'application/json'}});
+    const text = await r.text();
+    let json = null;
+    try { json = JSON.parse(text); } catch (e) { json = null; }
+    return {status: r.status, json};
+}"""
+
+
 def _post(page, path: str, **form) -> dict:
-    """POST `form` to `path` from the page, as JupyterLab's own calls do (its _xsrf cookie as the
-    header)."""
-    return page.evaluate(
-        """async ([path, form]) => { const xsrf = (document.cookie.match(/(?:^|; )_xsrf=([^;]*)/) ||
-        [])[1] || ''; const r = await fetch(path, {method: 'POST', headers: {'X-XSRFToken':
-        decodeURIComponent(xsrf), 'Content-Type': 'application/x-www-form-urlencoded'}, body: new
-        URLSearchParams(form)}); return {status: r.status, text: await r.text()}; }""",
-        [path, form],
-    )
+    "POST `form` to `path` from the page, as JupyterLab's own calls do."
+    return page.evaluate(POST_FORM, [path, form])
 
 
 def _contents(page, base: str, path: str, method="GET", body=None) -> dict:
-    return page.evaluate(
-        """async ([url, method, body]) => { const xsrf = (document.cookie.match(/(?:^|;
-        )_xsrf=([^;]*)/) || [])[1] || ''; const r = await fetch(url, {method, headers:
-        {'X-XSRFToken': decodeURIComponent(xsrf), 'Content-Type': 'application/json'}, body: body
-        === null ? undefined : JSON.stringify(body)}); const text = await r.text(); let json = null;
-        try { json = JSON.parse(text); } catch (e) { json = null; } return {status: r.status, json};
-        }""",
-        [f"{base}/api/contents/{path}", method, body],
-    )
+    "Jupyter's contents API on `path` from the page: {status, json}."
+    return page.evaluate(CONTENTS, [f"{base}/api/contents/{path}", method, body])
 
 
 def _log_in(page, hub, name: str):
@@ -150,18 +155,15 @@ def _ok(run):
 
 @pytest.fixture(scope="module")
 def term(image, release_11):
-    """One term on a running hub, each person in their own browser context: what each did and saw.
-    """
+    "One term on a running hub, each person in their own browser context: what each did and saw."
     require("user accounts")
     require("chromium")
     require("playwright")
     if importlib.util.find_spec("jupyterhub") is None:
         unavailable(f"jupyterhub is not installed (the hub extra: {DEV_EXTRA})")
     if shutil.which(PROXY) is None:
-        unavailable(
-            """configurable-http-proxy is not installed (npm install -g configurable-http-proxy;
-            .ci/run does)"""
-        )
+        unavailable("configurable-http-proxy is not installed "
+                    "(npm install -g configurable-http-proxy; .ci/run does)")
     from browser import chromium
 
     seen = {}
