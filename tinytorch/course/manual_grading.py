@@ -284,7 +284,7 @@ def hub_formgrader_command(course: Path, hub: HubService) -> list:
 
 # %% ../../nbs/93f_manual_grading.ipynb #hub-wait-graded
 def _graded(course: Path) -> bool:
-    "Whether `tinytorch grade` has finished a run in `course`: its config, gradebook and a grades CSV."
+    "Whether `tinytorch grade` has finished in `course`: its config, gradebook and a grades CSV."
     layout = CourseLayout(course)
     return (layout.gradebook.is_file() and layout.config.is_file()
             and any(course.glob('grades_*.csv')))
