@@ -10,14 +10,14 @@ from requirements import require
 
 
 @contextlib.contextmanager
-def chromium(what="this browser test"):
-    "A headless Chromium browser (Playwright's Browser), closed afterwards."
+def chromium(what="this browser test", extra_args=()):
+    "A headless Chromium browser (Playwright's Browser), closed afterwards; `extra_args` go to its command line."
     path = require("chromium", what)
     require("playwright", what)
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=path, headless=True,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", *extra_args])
         try:
             yield browser
         finally:

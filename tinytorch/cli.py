@@ -45,6 +45,8 @@ def cmd_demo(args) -> int:
 def cmd_release(args) -> int:
     from tinytorch.course.assignments import release
     from tinytorch.course.workspace import build_workspace
+    if getattr(args, 'wheel', None):
+        return _release_wheel(args)
     if args.workspace:
         path = build_workspace(args.module, _nbs_dir(args.nbs), _folder_to_write(args.workspace, '--workspace'),
                                cell_timeout=args.cell_timeout)
@@ -52,6 +54,18 @@ def cmd_release(args) -> int:
         return 0
     path = release(args.module, _nbs_dir(args.nbs), _folder_to_write(args.to, '--to'), cell_timeout=args.cell_timeout)
     print(f"student notebook written: {path}")
+    return 0
+
+# %% ../nbs/92_cli.ipynb #cmd-release-wheel
+def _release_wheel(args) -> int:
+    "`release --wheel DIR`: the students' package for a JupyterHub image."
+    from tinytorch.course.workspace import build_student_wheel
+    if args.workspace:
+        raise BadInput(f"--wheel {args.wheel}: a wheel or a workspace (--workspace), not both")
+    wheel = build_student_wheel(args.module, _nbs_dir(args.nbs), _folder_to_write(args.wheel, '--wheel'),
+                                cell_timeout=args.cell_timeout)
+    print(f"students' wheel written: {wheel} (no solution or hidden-test line in it; "
+          f"a JupyterHub image installs it with `pip install {wheel.name}`)")
     return 0
 
 # %% ../nbs/92_cli.ipynb #cmd-test
@@ -100,7 +114,11 @@ def cmd_grade(args) -> int:
 
 # %% ../nbs/92_cli.ipynb #cmd-formgrade
 def cmd_formgrade(args) -> int:
-    from tinytorch.course.manual_grading import serve_formgrader
+    from tinytorch.course.manual_grading import hub_service, serve_formgrader
+    if getattr(args, 'hub_service', False):
+        if args.port:
+            raise BadInput(f"--port {args.port}: as a hub service the hub gives the port (its url)")
+        return serve_formgrader(args.course, hub=hub_service())  # serves until the hub stops it
     return serve_formgrader(args.course, port=args.port)      # prints the address, serves until Ctrl-C
 
 # %% ../nbs/92_cli.ipynb #course-cmds-2

@@ -46,6 +46,8 @@ def release_args(p):
     p.add_argument('module', help=_MODULE_HELP)
     p.add_argument('--to', metavar='DIR', default='release', help="folder for the student notebook (default: release)")
     p.add_argument('--workspace', metavar='DIR', help="write a complete student workspace folder instead")
+    p.add_argument('--wheel', metavar='DIR', help="write the students' tinytorch as a wheel into DIR instead "
+                   "(for a JupyterHub image: module 11 from the release, leak-checked)")
     p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
     p.add_argument('--cell-timeout', type=_positive_int, default=30, metavar='SECONDS',
                    help="seconds each cell may run when nbgrader checks the release (default 30)")
@@ -109,6 +111,9 @@ def grade_merge_args(p):
 def formgrade_args(p):
     p.add_argument('course', help="the course folder that `tinytorch grade` wrote")
     p.add_argument('--port', type=_port, default=0, help="port on 127.0.0.1 (e.g. 8123; default: a free one)")
+    p.add_argument('--hub-service', action='store_true',
+                   help="run as a JupyterHub service: the hub gives the address and prefix and "
+                        "logs users in (JUPYTERHUB_* variables; see the instructor guide)")
 
 # %% ../nbs/92b_cli_arguments.ipynb #grades-args
 EXPORT_FORMATS = ('final', 'canvas', 'moodle', 'nbgrader')

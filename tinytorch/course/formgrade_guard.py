@@ -21,7 +21,8 @@ NEEDED = [({'GET', 'HEAD'}, r"formgrader(/.*)?"),
           ({'PUT'}, r"formgrader/api/(grade|comment)/[^/]+"),
           ({'POST'}, r"formgrader/api/submitted_notebook/[^/]+/flag"),
           ({'GET', 'HEAD'}, r"static/jupyter_server_mathjax/.*"),
-          ({'GET'}, r"api/status")]
+          ({'GET'}, r"api/status"),
+          ({'GET'}, r"oauth_callback")]     # as a JupyterHub service: where the hub's login returns
 
 def needed(method: str, path: str, base_url: str = '/') -> bool:
     """Whether the formgrader's grading pages need `method` on `path` (an absolute URL path under

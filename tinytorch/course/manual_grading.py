@@ -6,6 +6,8 @@ served safely on the graded course."""
 # %% ../../nbs/93f_manual_grading.ipynb #imports
 from __future__ import annotations
 
+import http.server
+import importlib.util
 import json
 import os
 import re
@@ -15,21 +17,24 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import urlparse
 
 from .dependencies import missing_modules
-from .errors import BadInput, NotReady
+from .errors import BadInput, MissingInput, NotReady
 from .final_grades import CourseNotGraded
 from .formgrade_guard import NONCE_VARIABLE
 from .sanitize import CONFINED_CSS
 from .vocabulary import CourseLayout, atomic_write
 
 # %% auto #0
-__all__ = ['FORMGRADE_TEMPLATE', 'FORMGRADE_CONFIG', 'with_formgrade_config', 'write_formgrade_template', 'formgrader_command',
-           'serve_formgrader']
+__all__ = ['FORMGRADE_TEMPLATE', 'FORMGRADE_CONFIG', 'HUB_VARIABLES', 'with_formgrade_config', 'write_formgrade_template',
+           'formgrader_command', 'HubService', 'hub_service', 'hub_formgrader_command', 'serve_formgrader']
 
 # %% ../../nbs/93f_manual_grading.ipynb #formgrader-template
 # The formgrader's page head (formgrade_macros.html.j2's `header`) with every inline script under
@@ -215,6 +220,8 @@ def _wait_until_serving(url: str, server: subprocess.Popen, log: Path):
         try:
             with urllib.request.urlopen(url, timeout=5):
                 return
+        except urllib.error.HTTPError:     # it answers (a hub service: 403 before a login)
+            return
         except (urllib.error.URLError, OSError):
             time.sleep(0.25)
     tail = log.read_text(errors='replace')[-1500:]
@@ -227,20 +234,106 @@ def _check_guarded(base: str, token: str, server: subprocess.Popen, log: Path):
     otherwise."""
     try:
         urllib.request.urlopen(f"{base}/api/contents?token={token}", timeout=30).close()
-        status = 200
+        status, body = 200, b''
     except urllib.error.HTTPError as e:
-        status = e.code
-    if status != 403:
+        status, body = e.code, e.read()
+    if status != 403 or not body.startswith(b'refused: tinytorch formgrade'):   # the guard's answer
         server.terminate()
         raise RuntimeError(f"the formgrader's server answered {status}, not 403, to Jupyter's "
                            "contents API: its guard (tinytorch.course.formgrade_guard) is not "
                            f"active, so it was stopped; see {log}")
 
+# %% ../../nbs/93f_manual_grading.ipynb #hub-service
+HUB_VARIABLES = ('JUPYTERHUB_SERVICE_URL', 'JUPYTERHUB_SERVICE_PREFIX', 'JUPYTERHUB_API_TOKEN',
+                 'JUPYTERHUB_API_URL', 'JUPYTERHUB_CLIENT_ID', 'JUPYTERHUB_OAUTH_CALLBACK_URL')
+
+class HubService(NamedTuple):
+    "Where JupyterHub runs the formgrader service: its loopback address, port and URL prefix."
+    ip: str
+    port: int
+    base_url: str
+
+# %% ../../nbs/93f_manual_grading.ipynb #hub-service-read
+def hub_service(environ=os.environ) -> HubService:
+    "The service's address and prefix from the variables JupyterHub sets for a managed service."
+    missing = [v for v in HUB_VARIABLES if not environ.get(v)]
+    if missing:
+        raise MissingInput(f"--hub-service: {', '.join(missing)} not set (expected: started by "
+                           f"JupyterHub as a service with a url, c.JupyterHub.services; see the "
+                           f"guide's JupyterHub section)")
+    url = urlparse(environ['JUPYTERHUB_SERVICE_URL'])
+    if url.scheme != 'http' or url.hostname not in ('127.0.0.1', 'localhost') or not url.port:
+        raise BadInput(f"JUPYTERHUB_SERVICE_URL {environ['JUPYTERHUB_SERVICE_URL']}: expected "
+                       f"http://127.0.0.1:PORT (the formgrader listens on this machine only, "
+                       f"behind the hub)")
+    prefix = environ['JUPYTERHUB_SERVICE_PREFIX']
+    return HubService('127.0.0.1', url.port, prefix if prefix.endswith('/') else prefix + '/')
+
+# %% ../../nbs/93f_manual_grading.ipynb #hub-command
+_HUB_AUTH = 'jupyterhub.singleuser.extension.JupyterHub'
+
+def hub_formgrader_command(course: Path, hub: HubService) -> list:
+    """`formgrader_command` as a JupyterHub service: the hub's address and prefix, logins by the
+    hub's OAuth (no token of its own), and any Host name the hub's proxy forwards."""
+    command = [a for a in formgrader_command(course, hub.port, '', hub.ip)
+               if not a.startswith('--IdentityProvider.token=')]
+    return command + [f'--ServerApp.base_url={hub.base_url}',
+                      '--ServerApp.allow_remote_access=True',
+                      f'--ServerApp.identity_provider_class={_HUB_AUTH}IdentityProvider',
+                      f'--ServerApp.authorizer_class={_HUB_AUTH}Authorizer']
+
+# %% ../../nbs/93f_manual_grading.ipynb #hub-wait-graded
+def _graded(course: Path) -> bool:
+    "Whether `tinytorch grade` has finished in `course`: its config, gradebook and a grades CSV."
+    layout = CourseLayout(course)
+    return (layout.gradebook.is_file() and layout.config.is_file()
+            and any(course.glob('grades_*.csv')))
+
+def _not_graded_yet(course: Path):
+    "A handler answering 404 to anything: the formgrader starts once `course` is graded."
+    class NotGradedYet(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = f"the formgrader starts once {course.name} is graded\n".encode()
+            self.send_response(404)         # not 5xx: the hub takes that for a failure
+            self.send_header('Content-Type', 'text/plain; charset=utf-8')
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        do_HEAD = do_POST = do_PUT = do_DELETE = do_GET
+        def log_message(self, *args):
+            pass
+    return NotGradedYet
+
+def _wait_until_graded(course: Path, out, hub: HubService | None = None, poll: float = 5.0):
+    """Return once `course` is graded. The hub starts its services with itself, before any grading,
+    and stops unless each answers at its url, so until then a placeholder there answers 404."""
+    if _graded(course):
+        return
+    print(f"formgrader: waiting for {course} to be graded (`tinytorch grade MODULE SUBMISSIONS "
+          f"--course {course}`)", file=out, flush=True)
+    placeholder = None if hub is None else http.server.ThreadingHTTPServer((hub.ip, hub.port),
+                                                                           _not_graded_yet(course))
+    if placeholder is not None:
+        threading.Thread(target=placeholder.serve_forever, daemon=True).start()
+    try:
+        while not _graded(course):
+            time.sleep(poll)
+    finally:
+        if placeholder is not None:
+            placeholder.shutdown()
+            placeholder.server_close()
+
 # %% ../../nbs/93f_manual_grading.ipynb #serve-2
-def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.stdout) -> int:
-    "Serve the formgrader on a graded course until Ctrl-C or SIGTERM; print its address first."
+def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.stdout,
+                     hub: HubService | None = None) -> int:
+    """Serve the formgrader on a graded course until Ctrl-C or SIGTERM; print its address first.
+    With `hub`, as that JupyterHub service, once the course is graded."""
     course = Path(course_dir)
     layout = CourseLayout(course)
+    if hub is not None:
+        if importlib.util.find_spec('jupyterhub') is None:
+            raise NotReady("--hub-service needs jupyterhub: pip install 'tinytorch[hub]'")
+        _wait_until_graded(course, out, hub)
     if not layout.gradebook.is_file() or not layout.config.is_file():
         raise CourseNotGraded(f"{course} is not a graded course folder (no gradebook.db): run "
                               f"`tinytorch grade MODULE SUBMISSIONS --course {course}` first")
@@ -248,7 +341,15 @@ def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.s
     if missing:
         raise NotReady(
             f"the formgrader needs {', '.join(missing)}: pip install 'tinytorch[course]'")
-    port, token, nonce = _check_port(ip, port), secrets.token_hex(16), secrets.token_hex(16)
+    token, nonce = secrets.token_hex(16), secrets.token_hex(16)
+    if hub is None:
+        port = _check_port(ip, port)
+        command, base = formgrader_command(course, port, token, ip), f"http://{ip}:{port}"
+        address = f"{base}/formgrader?token={token}"
+    else:
+        token, command = '', hub_formgrader_command(course, hub)
+        base = f"http://{hub.ip}:{hub.port}{hub.base_url.rstrip('/')}"
+        address = f"{hub.base_url}formgrader"
     # the formgrade block, replaced in one step
     with atomic_write(layout.config) as config:
         config.write(with_formgrade_config(layout.config.read_text()))
@@ -258,13 +359,14 @@ def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.s
         template = write_formgrade_template(Path(templates), nonce)
         env = dict(os.environ, TINYTORCH_FORMGRADE_TEMPLATES=str(template),
                    **{NONCE_VARIABLE: nonce})
-        server = subprocess.Popen(formgrader_command(course, port, token, ip), cwd=course, env=env,
-                                  stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(command, cwd=course, env=env, stdout=sink,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
         previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
-            _wait_until_serving(f"http://{ip}:{port}/api/status?token={token}", server, log)
-            _check_guarded(f"http://{ip}:{port}", token, server, log)
-            print(f"formgrader: http://{ip}:{port}/formgrader?token={token}", file=out, flush=True)
+            _wait_until_serving(f"{base}/api/status?token={token}", server, log)
+            _check_guarded(base, token, server, log)
+            through = " (a JupyterHub service: its users log in through the hub)" if hub else ''
+            print(f"formgrader: {address}{through}", file=out, flush=True)
             print("  Manual Grading lists each submission's written answers; Ctrl-C stops the "
                   f"server (log: {log})", file=out, flush=True)
             return server.wait()

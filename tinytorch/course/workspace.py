@@ -13,7 +13,9 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,7 +27,8 @@ from .notebooks import (
     default_exp, find_notebook, read_nb, strip_hidden_tests, write_nb)
 
 # %% auto #0
-__all__ = ['WORKSPACE_PYPROJECT', 'WORKSPACE_README', 'WORKSPACE_TOOLING', 'build_workspace']
+__all__ = ['WORKSPACE_PYPROJECT', 'WORKSPACE_README', 'WORKSPACE_TOOLING', 'build_workspace', 'wheel_leaks',
+           'build_student_wheel']
 
 # %% ../../nbs/91b_workspace.ipynb #workspace
 WORKSPACE_PYPROJECT = '''\
@@ -143,17 +146,29 @@ def build_workspace(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
         _write_workspace(module, source, nbs_dir, ws, cell_timeout)
     return dest
 
+# %% ../../nbs/91b_workspace.ipynb #workspace-given
+def _given_notebooks(source: Path, nbs_dir: Path) -> list:
+    "The notebooks a workspace for `source` gives complete: earlier modules, engines, tooling."
+    number = source.name[:2]
+    # earlier modules, and this module's engine notebooks (11a, 11b, ...)
+    given = [p for p in sorted(nbs_dir.glob('[0-9][0-9]*_*.ipynb'))
+             if p.name[:2] < number or (p.name[:2] == number and p != source)]
+    return given + [nbs_dir / f'{stem}.ipynb' for stem in WORKSPACE_TOOLING]
+
+def _workspace_secrets(source: Path, given: list, dest: Path) -> set:
+    """The lines no file of the workspace in `dest` may hold: `source`'s solutions and hidden tests
+    and the `given` notebooks' hidden tests, less the lines the given notebooks show anyway."""
+    secrets = secret_lines(source) | set().union(*(secret_lines(p, solutions=False) for p in given))
+    given_text = '\n'.join(notebook_text(dest / 'nbs' / p.name) for p in given)
+    return {s for s in secrets if s not in given_text}
+
 # %% ../../nbs/91b_workspace.ipynb #workspace-write
 def _write_workspace(module, source: Path, nbs_dir: Path, dest: Path, cell_timeout: int):
     "`module`'s workspace (notebook `source`) in the empty folder `dest`, exported, leak-checked."
     number = source.name[:2]
     (dest / 'nbs').mkdir()
     release(module, nbs_dir, dest / 'nbs', cell_timeout)
-    # earlier modules, and this module's
-    given = [p for p in sorted(nbs_dir.glob('[0-9][0-9]*_*.ipynb'))
-             # engine notebooks (11a, 11b, ...)
-             if p.name[:2] < number or (p.name[:2] == number and p != source)]
-    given += [nbs_dir / f'{stem}.ipynb' for stem in WORKSPACE_TOOLING]
+    given = _given_notebooks(source, nbs_dir)
     for nb_path in given:
         write_nb(_strip_hidden_tests(read_nb(nb_path)), dest / 'nbs' / nb_path.name)
     module_name = default_exp(read_nb(source))
@@ -168,9 +183,50 @@ def _write_workspace(module, source: Path, nbs_dir: Path, dest: Path, cell_timeo
     (dest / 'tinytorch').mkdir()
     (dest / 'tinytorch' / '__init__.py').write_text('__version__ = "0.1.0"\n')
     _export_package(dest)
-    secrets = secret_lines(source) | set().union(*(secret_lines(p, solutions=False) for p in given))
-    given_text = '\n'.join(notebook_text(dest / 'nbs' / p.name) for p in given)
-    secrets = {s for s in secrets if s not in given_text}    # lines the earlier modules show anyway
-    leaks = workspace_leaks(dest, secrets)
+    leaks = workspace_leaks(dest, _workspace_secrets(source, given, dest))
     if leaks:
         raise RuntimeError(f"the workspace contains solution or hidden-test lines: {leaks[:3]}")
+
+# %% ../../nbs/91b_workspace.ipynb #wheel-leaks
+def wheel_leaks(wheel, secrets: set) -> list:
+    "(`wheel!member`, line) for every secret line in any file of the wheel (the workspace's check)."
+    wheel = Path(wheel)
+    with tempfile.TemporaryDirectory(prefix='tinytorch-wheel-') as tmp, zipfile.ZipFile(wheel) as z:
+        for member in z.namelist():
+            if Path(member).is_absolute() or '..' in Path(member).parts:
+                raise RuntimeError(f"{wheel.name}: member {member!r} points outside the wheel")
+        z.extractall(tmp)
+        return [(f"{wheel.name}!{Path(f).relative_to(tmp)}", s)
+                for f, s in workspace_leaks(tmp, secrets)]
+
+# %% ../../nbs/91b_workspace.ipynb #student-wheel
+_BUILD_WHEEL = ('import sys; from setuptools import build_meta; '
+                'print(build_meta.build_wheel(sys.argv[1]))')
+
+def build_student_wheel(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
+    """The students' `tinytorch` for `module` as a wheel in folder `dest`: a workspace's package
+    (the module exported from its release), every file leak-checked. A wheel of that name there is
+    refused."""
+    nbs_dir, dest = Path(nbs_dir), Path(dest)
+    _need_nbdev()
+    if importlib.util.find_spec('setuptools') is None:
+        raise NotReady("setuptools is not installed here (it builds the wheel): "
+                       "pip install setuptools")
+    source = find_notebook(module, nbs_dir)
+    with tempfile.TemporaryDirectory(prefix='tinytorch-wheel-') as tmp:
+        ws = build_workspace(module, nbs_dir, Path(tmp) / 'workspace', cell_timeout)
+        built = subprocess.run([sys.executable, '-c', _BUILD_WHEEL, str(Path(tmp) / 'dist')],
+                               cwd=ws, capture_output=True, text=True, env=tool_env())
+        if built.returncode != 0:
+            raise RuntimeError(f"building the wheel failed:\n{built.stderr[-2000:]}")
+        wheel = Path(tmp) / 'dist' / built.stdout.strip().splitlines()[-1]
+        secrets = _workspace_secrets(source, _given_notebooks(source, nbs_dir), ws)
+        leaks = wheel_leaks(wheel, secrets)
+        if leaks:
+            raise RuntimeError(f"the wheel contains solution or hidden-test lines: {leaks[:3]}")
+        if (dest / wheel.name).exists():
+            raise OutputInTheWay(f"{dest / wheel.name} exists; remove it or choose another folder")
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy(wheel, dest / f'.{wheel.name}.partial')
+        (dest / f'.{wheel.name}.partial').rename(dest / wheel.name)
+    return dest / wheel.name
