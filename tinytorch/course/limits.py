@@ -55,7 +55,7 @@ class Limits:
     "What one submission may use; None: no limit of that kind."
     memory: int | None = 2 << 30    # bytes of data memory per process (RLIMIT_DATA)
     processes: int | None = 512     # processes and threads together (RLIMIT_NPROC)
-    disk: int | None = 1 << 30      # bytes in the work folder and /tmp together
+    disk: int | None = 1 << 30      # bytes in the work folder, /tmp and /dev/shm together
 
     def __post_init__(self):
         for name, least in (('memory', 16 << 20), ('disk', 1 << 20), ('processes', 16)):
@@ -98,7 +98,7 @@ def describe_limits(limits: Limits) -> str:
     "The run's log line: what each submission may use."
     said = [f"memory {format_size(limits.memory)} per process" if limits.memory else "memory unlimited",
             f"{limits.processes} processes and threads" if limits.processes else "processes unlimited",
-            f"disk {format_size(limits.disk)} (work folder and /tmp together)" if limits.disk else "disk unlimited"]
+            f"disk {format_size(limits.disk)} (work folder, /tmp and /dev/shm together)" if limits.disk else "disk unlimited"]
     return ', '.join(said)
 
 # %% ../../nbs/93g_limits.ipynb #usable-jobs
@@ -166,16 +166,22 @@ def tree_memory(pid: int) -> int:
 
 # %% ../../nbs/93g_limits.ipynb #sandbox-tmp-bytes
 def sandbox_tmp_bytes(pid: int, size: int) -> int:
-    """Bytes used in the private `/tmp` (a tmpfs of `size` bytes) of the sandbox started by process `pid`; 0 when it
-    can't be read or isn't mounted yet (while bubblewrap sets up, that path shows other file systems)."""
+    """Bytes used in the private `/tmp` and `/dev/shm` (tmpfs of `size` bytes each) of the sandbox started by process
+    `pid`; a folder that can't be read or isn't mounted yet counts 0 (while bubblewrap sets up, those paths show other
+    file systems)."""
     try:
-        first = open(f'/proc/{pid}/task/{pid}/children').read().split()
-        st = os.statvfs(f'/proc/{first[0]}/root/tmp')
+        first = open(f'/proc/{pid}/task/{pid}/children').read().split()[0]
     except (OSError, IndexError):
         return 0
-    if abs(st.f_blocks * st.f_frsize - size) > 1 << 20:      # not the sandbox's /tmp
-        return 0
-    return (st.f_blocks - st.f_bfree) * st.f_frsize
+    used = 0
+    for folder in ('tmp', 'dev/shm'):
+        try:
+            st = os.statvfs(f'/proc/{first}/root/{folder}')
+        except OSError:
+            continue
+        if abs(st.f_blocks * st.f_frsize - size) <= 1 << 20:    # else not the sandbox's own
+            used += (st.f_blocks - st.f_bfree) * st.f_frsize
+    return used
 
 # %% ../../nbs/93g_limits.ipynb #run
 @dataclass
@@ -203,11 +209,13 @@ def _kill_group(pid: int):
 # %% ../../nbs/93g_limits.ipynb #run2
 def run_watched(cmd: list, cwd: Path, env: dict, wall_seconds: float, stdin: str | None = None,
                 watch: Path | None = None, disk: int | None = None, sandboxed: bool = False,
-                every: float = 0.2) -> tuple:
-    "(CompletedProcess, Usage) of `cmd`, stopped when `watch` + its sandbox's /tmp + its output pass `disk` bytes."
+                every: float = 0.2, pass_fds: tuple = ()) -> tuple:
+    """(CompletedProcess, Usage) of `cmd`, stopped when `watch` + its sandbox's /tmp and /dev/shm + its output pass
+    `disk` bytes; `pass_fds`: descriptors `cmd` inherits (bubblewrap's `--seccomp`, `--info-fd`)."""
     usage = Usage()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True,
+                                pass_fds=pass_fds,
                                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
         if stdin is not None:
             try:
@@ -239,7 +247,7 @@ def run_watched(cmd: list, cwd: Path, env: dict, wall_seconds: float, stdin: str
 _LIMIT_ERRORS = {'memory': re.compile(r'^MemoryError'),
                  'disk': re.compile(r'\[Errno (27|28)\]|File too large|No space left on device'),
                  'processes': re.compile(r"\[Errno 11\]|Resource temporarily unavailable|can't start new thread")}
-_OPTION_WORDS = {'memory': 'of memory', 'processes': 'processes and threads', 'disk': 'on disk (work folder and /tmp)'}
+_OPTION_WORDS = {'memory': 'of memory', 'processes': 'processes and threads', 'disk': 'on disk (work folder, /tmp and /dev/shm)'}
 
 def limit_kind(text: str) -> str | None:
     "'memory', 'disk' or 'processes' when `text` (an error's name and message) is what that limit raises."
