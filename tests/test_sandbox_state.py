@@ -1,7 +1,9 @@
-"""Nothing a submission leaves behind outlives its sandbox: a small hostile program (tests/sandbox_probes.py) run
-through `run_isolated`, as root with a per-job user id, as root without one, and as a user who is not root. It stores
-a kernel key, SysV and POSIX IPC objects, starts a double-forked process of its own session, and writes past the disk
-limit in every writable place outside its work folder; a second run and the grading account then look for it all."""
+"""Nothing a submission leaves behind outlives its sandbox: a small hostile program
+(tests/sandbox_probes.py) run through `run_isolated`, as root with a per-job user id, as root
+without one, and as a user who is not root. It stores a kernel key, SysV and POSIX IPC objects,
+starts a double-forked process of its own session, and writes past the disk limit in every writable
+place outside its work folder; a second run and the grading account then look for it all. And a run
+that ends touches no other run's processes."""
 import json
 import os
 import subprocess
@@ -16,7 +18,8 @@ HERE = Path(__file__).resolve().parent
 NOT_ROOT = 61_234                      # a user who is not root (no account needed)
 DISK = 16                              # MiB: the probes' --disk
 
-pytestmark = pytest.mark.skipif(sandbox_problem() is not None, reason="no bubblewrap sandbox on this machine")
+pytestmark = pytest.mark.skipif(sandbox_problem() is not None,
+                                reason="no bubblewrap sandbox on this machine")
 
 
 def probe_as(who: str) -> dict:
@@ -47,7 +50,8 @@ def test_a_kernel_key_is_never_stored(seen):
 def test_a_key_from_one_run_is_not_seen_by_the_next_nor_by_the_grading_account(seen):
     for where in ("next run", "outside"):
         got = seen[where]
-        assert got["keys listed"] == [] and got["key read"] is None and not got["key found"], (where, got)
+        assert got["keys listed"] == [] and got["key read"] is None, (where, got)
+        assert not got["key found"], (where, got)
 
 
 def test_sysv_ipc_and_message_queues_are_out_of_reach(seen):
@@ -65,11 +69,66 @@ def test_a_double_forked_process_of_its_own_session_is_dead_when_the_run_returns
 @pytest.mark.parametrize("place", ["shm", "shm and tmp"])
 def test_dev_shm_counts_in_the_disk_limit(seen, place):
     fill = seen[f"fill {place}"]
-    written = sum(v for v in fill["written"].values() if isinstance(v, int)) if fill["written"] else None
+    written = (sum(v for v in fill["written"].values() if isinstance(v, int))
+               if fill["written"] else None)
     assert fill["over_disk"] or (written is not None and written <= DISK), fill
 
 
 @pytest.mark.parametrize("place", ["root", "dev"])
 def test_nothing_can_be_written_in_the_sandbox_root_or_dev(seen, place):
     fill = seen[f"fill {place}"]
-    assert fill["written"] is not None and sum(v for v in fill["written"].values() if isinstance(v, int)) == 0, fill
+    assert fill["written"] is not None, fill
+    assert sum(v for v in fill["written"].values() if isinstance(v, int)) == 0, fill
+
+
+
+def test_a_run_that_ends_never_kills_another_runs_processes(monkeypatch, tmp_path):
+    """Right after a run's program ends, other sandboxes start (the kernel gives a gone namespace's
+    number to the next namespace made): none gets the number of the run's PID namespace before the
+    run has returned, and none is killed by it. Three runs in turn, each followed by up to 60 other
+    sandboxes."""
+    import time
+    import tinytorch.course.sandbox as sandbox
+
+    real, others = sandbox.run_watched, []
+
+    def namespace_of(box) -> int | None:
+        for _ in range(200):
+            kids = open(f"/proc/{box.pid}/task/{box.pid}/children").read().split()
+            try:
+                return os.stat(f"/proc/{kids[0]}/ns/pid").st_ino
+            except (IndexError, OSError):
+                time.sleep(0.01)
+        return None
+
+    def then_other_sandboxes(*args, **kwargs):
+        run, usage = real(*args, **kwargs)
+        number = int(run.stdout.split()[-1])          # the run's PID namespace, as it printed it
+        (tmp_path / "other").mkdir(exist_ok=True)
+        for attempt in range(60):
+            box = subprocess.Popen(sandbox.Sandbox().command(tmp_path / "other") + ["sleep", "120"],
+                                   start_new_session=True, stderr=subprocess.DEVNULL)
+            same = namespace_of(box) == number
+            if same or attempt == 59:     # the one that got the number, or the last: left running
+                others.append((box, same))
+                break
+            os.killpg(box.pid, 9); box.wait()
+            time.sleep(0.05)
+        return run, usage
+
+    monkeypatch.setattr(sandbox, "run_watched", then_other_sandboxes)
+    try:
+        for _ in range(3):
+            says_its_namespace = "import os; print(os.stat('/proc/self/ns/pid').st_ino)"
+            done = sandbox.run_isolated([sys.executable, "-c", says_its_namespace], tmp_path, 60,
+                                        None, sandbox.Sandbox())
+            assert done.returncode == 0, done
+            box, same = others[-1]
+            assert box.poll() is None and not same, (
+                f"another sandbox {'got the number of' if same else 'started after'} a run's PID "
+                f"namespace and was {'killed' if box.poll() is not None else 'left running'}")
+    finally:
+        for box, _ in others:
+            if box.poll() is None:
+                os.killpg(box.pid, 9)
+            box.wait()

@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import shutil
+import select
 import subprocess
 import signal
 import stat
@@ -265,14 +266,16 @@ def _chown_tree(root: Path, uid: int, gid: int):
 
 # %% ../../nbs/93b_sandbox.ipynb #survivors
 def _namespace_processes(namespace: int) -> list:
-    "Pids of the processes whose PID namespace is `namespace` (its inode number), as far as this user can see."
-    found = []
+    """Pids of the processes in the PID namespace that the descriptor `namespace` holds open (as far
+    as this user can see)."""
+    held, found = os.fstat(namespace), []
     for pid in filter(str.isdigit, os.listdir('/proc')):
         try:
-            if os.stat(f'/proc/{pid}/ns/pid').st_ino == namespace:
-                found.append(int(pid))
+            st = os.stat(f'/proc/{pid}/ns/pid')
         except OSError:                      # gone, or not this user's to look at
-            pass
+            continue
+        if (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino):
+            found.append(int(pid))
     return found
 
 def _inner_pid(pid: int) -> int | None:
@@ -283,51 +286,100 @@ def _inner_pid(pid: int) -> int | None:
     except (OSError, StopIteration, ValueError):
         return None
 
-def _end_namespace(namespace: int, tries: int = 100) -> int:
-    """Kill every process of PID namespace `namespace` until none is left; how many there were besides its first
-    (bubblewrap's own, which may still be ending). RuntimeError if some stay."""
-    seen = set()
-    for _ in range(tries):
-        left = _namespace_processes(namespace)
-        if not left:
-            return len(seen)
-        seen.update(p for p in left if _inner_pid(p) != 1)
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.05)
-    left = sorted(_namespace_processes(namespace))
-    raise RuntimeError(f"processes {left} of a finished sandbox can't be killed")
+def _ended(pidfd: int, wait: float = 0) -> bool:
+    "Has the process of `pidfd` ended (waiting up to `wait` seconds)?"
+    return bool(select.select([pidfd], [], [], wait)[0])
 
 # %% ../../nbs/93b_sandbox.ipynb #pid-namespace
-def _pid_namespace(info: int) -> int | None:
-    "The PID namespace bubblewrap wrote to the pipe `info` reads from (`--info-fd`), or None when it wrote none."
+def _bwrap_info(info: int, got: bytearray) -> dict | None:
+    """What bubblewrap wrote to the pipe `info` reads from (`--info-fd`: its first process's pid and
+    its namespaces, JSON), read into `got` so far; None until it is all there."""
     os.set_blocking(info, False)
     try:
-        return json.loads(os.read(info, 1 << 16)).get('pid-namespace')
-    except (BlockingIOError, ValueError, AttributeError):
+        while chunk := os.read(info, 1 << 16):
+            got += chunk
+    except BlockingIOError:
+        pass
+    try:
+        said = json.loads(bytes(got))
+    except ValueError:
         return None
+    return said if isinstance(said, dict) else None
+
+class _SandboxInit:
+    """The first process of one sandbox run's PID namespace, held by a pidfd and by its namespace
+    (open) from the moment bubblewrap names it on the pipe `info`; `look` tries, `end` kills it and
+    waits until it is gone."""
+    def __init__(self, info: int):
+        self.info, self.got = info, bytearray()
+        self.pidfd = self.namespace = self.pid = None
+
+    def look(self, _watched: int | None = None):
+        "Hold the first process once bubblewrap has named it (while the run goes on, and after)."
+        if self.pid is not None:
+            return
+        said = _bwrap_info(self.info, self.got)
+        if said is None:
+            return
+        self.pid = said.get('child-pid')
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except (OSError, TypeError, ValueError):    # gone: the kernel ended its namespace with it
+            return
+        try:
+            namespace = os.open(f'/proc/{self.pid}/ns/pid', os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            os.close(pidfd); return
+        # the namespace bubblewrap made, of a process that still ran after it was opened: this run's
+        if os.fstat(namespace).st_ino == said.get('pid-namespace') and not _ended(pidfd):
+            self.pidfd, self.namespace = pidfd, namespace
+        else:
+            os.close(pidfd); os.close(namespace)
+
+    def end(self, wait: float = 60) -> int:
+        """Kill the first process, which takes every other process of its namespace with it, and
+        wait until it has ended; how many others were still there. RuntimeError if it doesn't end
+        within `wait` seconds."""
+        if self.pidfd is None:
+            return 0
+        left = [p for p in _namespace_processes(self.namespace) if p != self.pid]
+        try:
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if not _ended(self.pidfd, wait):
+            left = sorted(_namespace_processes(self.namespace))
+            raise RuntimeError(f"processes {left} of a finished sandbox can't be killed")
+        return len(left)
+
+    def close(self):
+        for fd in (self.pidfd, self.namespace):
+            if fd is not None:
+                os.close(fd)
+        self.pidfd = self.namespace = None
 
 # %% ../../nbs/93b_sandbox.ipynb #run-isolated
 def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None,
-                 sandbox: Sandbox | None, stdin: str | None = None, limits: Limits | None = None) -> subprocess.CompletedProcess:
-    """Run `args` in `workdir` with a wall-clock limit, `stdin` as its input: in `sandbox` (as `uid` when given),
-    or unsandboxed. In a sandbox, no process of the run is left when it returns (the result's `left`: how many
-    were killed)."""
+                 sandbox: Sandbox | None, stdin: str | None = None,
+                 limits: Limits | None = None) -> subprocess.CompletedProcess:
+    """Run `args` in `workdir` with a wall-clock limit, `stdin` as its input: in `sandbox` (as `uid`
+    when given), or unsandboxed. In a sandbox, no process of the run is left when it returns (the
+    result's `left`: how many besides its first were still there to kill)."""
     env = tool_env()
     home = workdir / '.home'
     home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), JUPYTER_RUNTIME_DIR=str(home / 'runtime'), IPYTHONDIR=str(home / 'ipython'),
-               MPLCONFIGDIR=str(home / 'mpl'), JUPYTER_CONFIG_DIR=str(home / 'config'), PYTHONDONTWRITEBYTECODE='1')
+    env.update(HOME=str(home), JUPYTER_RUNTIME_DIR=str(home / 'runtime'),
+               IPYTHONDIR=str(home / 'ipython'), MPLCONFIGDIR=str(home / 'mpl'),
+               JUPYTER_CONFIG_DIR=str(home / 'config'), PYTHONDONTWRITEBYTECODE='1')
     limit = ['timeout', '-s', 'KILL', str(int(wall_seconds))]
     with ExitStack() as stack:
-        fds, info = (), None
+        fds, init = (), None
         if sandbox is not None:
             env['TMPDIR'] = '/tmp'   # the sandbox's own, private /tmp
             info, info_fd = os.pipe()
             stack.callback(os.close, info); stack.callback(os.close, info_fd)
+            init = _SandboxInit(info)
+            stack.callback(init.close)
             fds = (stack.enter_context(_filter_fd()), info_fd)
             prefix = sandbox.command(workdir, uid, limits.disk if limits else None, *fds)
         else:   # as root, still a PID namespace: a runaway kernel dies with the run
@@ -337,14 +389,18 @@ def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None
             _chown_tree(workdir, uid, uid)
         limits = limits or Limits(None, None, None)
         try:
-            run, usage = run_watched(prefix + rlimit_prefix(limits) + limit + list(map(str, args)), workdir,
-                                     env, wall_seconds + 30, stdin, workdir, limits.disk, sandbox is not None,
-                                     pass_fds=fds)
+            run, usage = run_watched(prefix + rlimit_prefix(limits) + limit + list(map(str, args)),
+                                     workdir, env, wall_seconds + 30, stdin, workdir, limits.disk,
+                                     sandbox is not None, pass_fds=fds,
+                                     poll=init.look if init else None)
             run.usage = usage            # what it used: `tinytorch.course.limits.Usage`
             if usage.over_wall:
                 run.stderr += '\nkilled by the outer limit'
-            namespace = _pid_namespace(info) if info is not None else None
-            run.left = _end_namespace(namespace) if namespace else 0   # before anything the run wrote is read
+            if init is not None:      # before anything the run wrote is read
+                init.look()
+                run.left = init.end()
+            else:
+                run.left = 0
             return run
         finally:
             if uid is not None:
