@@ -345,7 +345,7 @@ class _SandboxInit:
         left = [p for p in _namespace_processes(self.namespace) if p != self.pid]
         try:
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):   # ending, or a setuid bubblewrap's: it ends
             pass
         if not _ended(self.pidfd, wait):
             left = sorted(_namespace_processes(self.namespace))
