@@ -328,8 +328,8 @@ class _SandboxInit:
             return
         try:
             namespace = os.open(f'/proc/{self.pid}/ns/pid', os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            os.close(pidfd); return
+        except OSError:           # ending (its namespace already let go): `end` waits for it
+            self.pidfd = pidfd; return
         # the namespace bubblewrap made, of a process that still ran after it was opened: this run's
         if os.fstat(namespace).st_ino == said.get('pid-namespace') and not _ended(pidfd):
             self.pidfd, self.namespace = pidfd, namespace
@@ -341,6 +341,9 @@ class _SandboxInit:
         wait until it has ended; how many others were still there. RuntimeError if it doesn't end
         within `wait` seconds."""
         if self.pidfd is None:
+            return 0
+        if self.namespace is None:      # seen ending only: the kernel ends the rest, waited for
+            _ended(self.pidfd, min(wait, 10))
             return 0
         left = [p for p in _namespace_processes(self.namespace) if p != self.pid]
         try:
