@@ -1348,7 +1348,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                     'tinytorch/course/sandbox.py'),
                                           'tinytorch.course.sandbox._ended': ('sandbox.html#_ended', 'tinytorch/course/sandbox.py'),
                                           'tinytorch.course.sandbox._filter_fd': ('sandbox.html#_filter_fd', 'tinytorch/course/sandbox.py'),
-                                          'tinytorch.course.sandbox._inner_pid': ('sandbox.html#_inner_pid', 'tinytorch/course/sandbox.py'),
                                           'tinytorch.course.sandbox._namespace_processes': ( 'sandbox.html#_namespace_processes',
                                                                                              'tinytorch/course/sandbox.py'),
                                           'tinytorch.course.sandbox._private_folder': ( 'sandbox.html#_private_folder',

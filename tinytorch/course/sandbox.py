@@ -19,7 +19,7 @@ import struct
 import sys
 import tempfile
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -266,8 +266,7 @@ def _chown_tree(root: Path, uid: int, gid: int):
 
 # %% ../../nbs/93b_sandbox.ipynb #survivors
 def _namespace_processes(namespace: int) -> list:
-    """Pids of the processes in the PID namespace that the descriptor `namespace` holds open (as far
-    as this user can see)."""
+    "Pids of the processes (this user sees) in the PID namespace the descriptor `namespace` holds."
     held, found = os.fstat(namespace), []
     for pid in filter(str.isdigit, os.listdir('/proc')):
         try:
@@ -278,14 +277,6 @@ def _namespace_processes(namespace: int) -> list:
             found.append(int(pid))
     return found
 
-def _inner_pid(pid: int) -> int | None:
-    "`pid`'s number inside its own (innermost) PID namespace."
-    try:
-        with open(f'/proc/{pid}/status') as f:
-            return next(int(l.split()[-1]) for l in f if l.startswith('NSpid:'))
-    except (OSError, StopIteration, ValueError):
-        return None
-
 def _ended(pidfd: int, wait: float = 0) -> bool:
     "Has the process of `pidfd` ended (waiting up to `wait` seconds)?"
     return bool(select.select([pidfd], [], [], wait)[0])
@@ -295,21 +286,19 @@ def _bwrap_info(info: int, got: bytearray) -> dict | None:
     """What bubblewrap wrote to the pipe `info` reads from (`--info-fd`: its first process's pid and
     its namespaces, JSON), read into `got` so far; None until it is all there."""
     os.set_blocking(info, False)
-    try:
+    with suppress(BlockingIOError):
         while chunk := os.read(info, 1 << 16):
             got += chunk
-    except BlockingIOError:
-        pass
     try:
         said = json.loads(bytes(got))
     except ValueError:
         return None
     return said if isinstance(said, dict) else None
 
+# %% ../../nbs/93b_sandbox.ipynb #sandbox-init
 class _SandboxInit:
-    """The first process of one sandbox run's PID namespace, held by a pidfd and by its namespace
-    (open) from the moment bubblewrap names it on the pipe `info`; `look` tries, `end` kills it and
-    waits until it is gone."""
+    """A sandbox run's first process, held by a pidfd and its PID namespace (open) once bubblewrap
+    names it on the pipe `info`; `look` tries, `end` kills it and waits until it is gone."""
     def __init__(self, info: int):
         self.info, self.got = info, bytearray()
         self.pidfd = self.namespace = self.pid = None
@@ -318,8 +307,7 @@ class _SandboxInit:
         "Hold the first process once bubblewrap has named it (while the run goes on, and after)."
         if self.pid is not None:
             return
-        said = _bwrap_info(self.info, self.got)
-        if said is None:
+        if (said := _bwrap_info(self.info, self.got)) is None:
             return
         self.pid = said.get('child-pid')
         try:
@@ -337,9 +325,8 @@ class _SandboxInit:
             os.close(pidfd); os.close(namespace)
 
     def end(self, wait: float = 60) -> int:
-        """Kill the first process, which takes every other process of its namespace with it, and
-        wait until it has ended; how many others were still there. RuntimeError if it doesn't end
-        within `wait` seconds."""
+        """Kill the first process (every other one of its namespace ends with it) and wait until it
+        has: how many others were still there. RuntimeError if not ended within `wait` seconds."""
         if self.pidfd is None:
             return 0
         if self.namespace is None:      # seen ending only: the kernel ends the rest, waited for
@@ -401,9 +388,7 @@ def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None
                 run.stderr += '\nkilled by the outer limit'
             if init is not None:      # before anything the run wrote is read
                 init.look()
-                run.left = init.end()
-            else:
-                run.left = 0
+            run.left = init.end() if init is not None else 0
             return run
         finally:
             if uid is not None:
