@@ -81,8 +81,8 @@ def grade_args(p):
                    "(e.g. 512M, 2G; off: none; default 2G)")
     p.add_argument('--processes', metavar='N', default='512', help="processes and threads per submission "
                    "(off: none; default 512)")
-    p.add_argument('--disk', metavar='SIZE', default='1G', help="bytes a submission may write, its work folder and "
-                   "/tmp together (e.g. 200M; off: none; default 1G)")
+    p.add_argument('--disk', metavar='SIZE', default='1G', help="bytes a submission may write, its work folder, "
+                   "/tmp and /dev/shm together (e.g. 200M; off: none; default 1G)")
     p.add_argument('--due', metavar='TIME', help="the due date, with its time zone (e.g. 2026-12-01T23:59+01:00 or "
                    "'2026-12-01 23:59 Europe/Berlin'); default: none, nothing is late")
     p.add_argument('--late-policy', metavar='POLICY', default='none', help="none, zero, per-day:PERCENT or "

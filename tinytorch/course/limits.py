@@ -55,7 +55,7 @@ class Limits:
     "What one submission may use; None: no limit of that kind."
     memory: int | None = 2 << 30    # bytes of data memory per process (RLIMIT_DATA)
     processes: int | None = 512     # processes and threads together (RLIMIT_NPROC)
-    disk: int | None = 1 << 30      # bytes in the work folder and /tmp together
+    disk: int | None = 1 << 30      # bytes in the work folder, /tmp and /dev/shm together
 
     def __post_init__(self):
         for name, least in (('memory', 16 << 20), ('disk', 1 << 20), ('processes', 16)):
@@ -98,7 +98,7 @@ def describe_limits(limits: Limits) -> str:
     "The run's log line: what each submission may use."
     said = [f"memory {format_size(limits.memory)} per process" if limits.memory else "memory unlimited",
             f"{limits.processes} processes and threads" if limits.processes else "processes unlimited",
-            f"disk {format_size(limits.disk)} (work folder and /tmp together)" if limits.disk else "disk unlimited"]
+            f"disk {format_size(limits.disk)} (work folder, /tmp and /dev/shm together)" if limits.disk else "disk unlimited"]
     return ', '.join(said)
 
 # %% ../../nbs/93g_limits.ipynb #usable-jobs
@@ -165,17 +165,37 @@ def tree_memory(pid: int) -> int:
     return total
 
 # %% ../../nbs/93g_limits.ipynb #sandbox-tmp-bytes
+def _outside_devices() -> set:
+    "The devices of the grader's own `/`, `/tmp` and `/dev/shm`: never a sandbox's private folder."
+    found = set()
+    for path in ('/', '/tmp', '/dev/shm'):
+        try:
+            found.add(os.stat(path).st_dev)
+        except OSError:
+            pass
+    return found
+
 def sandbox_tmp_bytes(pid: int, size: int) -> int:
-    """Bytes used in the private `/tmp` (a tmpfs of `size` bytes) of the sandbox started by process `pid`; 0 when it
-    can't be read or isn't mounted yet (while bubblewrap sets up, that path shows other file systems)."""
+    """Bytes used in the private `/tmp` and `/dev/shm` (tmpfs of `size` bytes each) of the sandbox
+    started by process `pid`; a folder that can't be read or isn't mounted yet counts 0 (while
+    bubblewrap sets up, those paths show other file systems, the grader's own `/dev/shm` among
+    them)."""
     try:
-        first = open(f'/proc/{pid}/task/{pid}/children').read().split()
-        st = os.statvfs(f'/proc/{first[0]}/root/tmp')
+        first = open(f'/proc/{pid}/task/{pid}/children').read().split()[0]
     except (OSError, IndexError):
         return 0
-    if abs(st.f_blocks * st.f_frsize - size) > 1 << 20:      # not the sandbox's /tmp
-        return 0
-    return (st.f_blocks - st.f_bfree) * st.f_frsize
+    used, outside = 0, _outside_devices()
+    for folder in ('tmp', 'dev/shm'):
+        try:
+            path = f'/proc/{first}/root/{folder}'
+            st, dev = os.statvfs(path), os.stat(path).st_dev
+        except OSError:
+            continue
+        # the sandbox's own: a file system of its own, not the grader's /tmp or /dev/shm (another
+        # program's files), and of the size it was made with
+        if dev not in outside and abs(st.f_blocks * st.f_frsize - size) <= 1 << 20:
+            used += (st.f_blocks - st.f_bfree) * st.f_frsize
+    return used
 
 # %% ../../nbs/93g_limits.ipynb #run
 @dataclass
@@ -203,11 +223,15 @@ def _kill_group(pid: int):
 # %% ../../nbs/93g_limits.ipynb #run2
 def run_watched(cmd: list, cwd: Path, env: dict, wall_seconds: float, stdin: str | None = None,
                 watch: Path | None = None, disk: int | None = None, sandboxed: bool = False,
-                every: float = 0.2) -> tuple:
-    "(CompletedProcess, Usage) of `cmd`, stopped when `watch` + its sandbox's /tmp + its output pass `disk` bytes."
+                every: float = 0.2, pass_fds: tuple = (), poll=None) -> tuple:
+    """(CompletedProcess, Usage) of `cmd`, stopped when `watch` + its sandbox's /tmp and /dev/shm +
+    its output pass `disk` bytes; `pass_fds`: descriptors `cmd` inherits (bubblewrap's `--seccomp`,
+    `--info-fd`); `poll`, when given, is called with `cmd`'s pid before each look while it runs
+    (before it is waited for)."""
     usage = Usage()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True,
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err,
+                                start_new_session=True, pass_fds=pass_fds,
                                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
         if stdin is not None:
             try:
@@ -216,14 +240,17 @@ def run_watched(cmd: list, cwd: Path, env: dict, wall_seconds: float, stdin: str
                 pass
         deadline, pause, checks = time.monotonic() + wall_seconds, 0.005, 0
         while True:
+            if poll is not None:
+                poll(proc.pid)
             pid, status = os.waitpid(proc.pid, os.WNOHANG)
             if pid:
                 break
-            if checks % 5 == 0:                      # ~8 ms for a kernel's tree: about once a second is enough
+            if checks % 5 == 0:       # ~8 ms for a kernel's tree: about once a second is enough
                 usage.peak_memory = max(usage.peak_memory or 0, tree_memory(proc.pid))
             checks += 1
             if disk is not None:
-                used = (folder_bytes(watch) if watch else 0) + (sandbox_tmp_bytes(proc.pid, disk) if sandboxed else 0) \
+                used = (folder_bytes(watch) if watch else 0) \
+                    + (sandbox_tmp_bytes(proc.pid, disk) if sandboxed else 0) \
                     + os.fstat(out.fileno()).st_size + os.fstat(err.fileno()).st_size
                 usage.peak_disk = max(usage.peak_disk, used)
                 usage.over_disk |= used > disk
@@ -239,7 +266,7 @@ def run_watched(cmd: list, cwd: Path, env: dict, wall_seconds: float, stdin: str
 _LIMIT_ERRORS = {'memory': re.compile(r'^MemoryError'),
                  'disk': re.compile(r'\[Errno (27|28)\]|File too large|No space left on device'),
                  'processes': re.compile(r"\[Errno 11\]|Resource temporarily unavailable|can't start new thread")}
-_OPTION_WORDS = {'memory': 'of memory', 'processes': 'processes and threads', 'disk': 'on disk (work folder and /tmp)'}
+_OPTION_WORDS = {'memory': 'of memory', 'processes': 'processes and threads', 'disk': 'on disk (work folder, /tmp and /dev/shm)'}
 
 def limit_kind(text: str) -> str | None:
     "'memory', 'disk' or 'processes' when `text` (an error's name and message) is what that limit raises."

@@ -5,16 +5,21 @@
 # %% ../../nbs/93b_sandbox.ipynb #imports
 from __future__ import annotations
 
+import errno
 import fcntl
 import functools
 import json
 import os
 import shutil
+import select
 import subprocess
+import signal
 import stat
+import struct
 import sys
 import tempfile
-from contextlib import contextmanager
+import time
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,8 +29,8 @@ from .generation_cache import cache_root
 from .limits import Limits, rlimit_prefix, run_watched
 
 # %% auto #0
-__all__ = ['SandboxUnavailable', 'claimed_uids', 'Sandbox', 'kept_out', 'sandbox_problem', 'uid_layer_available',
-           'isolation_level', 'run_isolated', 'was_killed']
+__all__ = ['SandboxUnavailable', 'seccomp_program', 'claimed_uids', 'Sandbox', 'kept_out', 'sandbox_problem',
+           'uid_layer_available', 'isolation_level', 'run_isolated', 'was_killed']
 
 # %% ../../nbs/93b_sandbox.ipynb #isolate
 _FIRST_UID = 200_000   # unprivileged ids with no account, claimed by grading runs (`claimed_uids`)
@@ -42,6 +47,42 @@ def _bwrap() -> str | None:
 # %% ../../nbs/93b_sandbox.ipynb #under
 def _under(path: str, folders) -> bool:
     return any(path == f or path.startswith(f.rstrip('/') + '/') for f in folders)
+
+# %% ../../nbs/93b_sandbox.ipynb #seccomp
+# add_key, request_key, keyctl, shmget, semget, msgget, mq_open
+_REFUSED_CALLS = {'x86_64': (248, 249, 250, 29, 64, 68, 240), 'aarch64': (217, 218, 219, 194, 190, 186, 180)}
+_AUDIT_ARCH = {'x86_64': 0xC000003E, 'aarch64': 0xC00000B7}
+_LD_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06          # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+_ALLOW, _ENOSYS = 0x7FFF0000, 0x00050000 | errno.ENOSYS      # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | ENOSYS
+
+def seccomp_program(machine: str | None = None) -> bytes:
+    """The seccomp filter (`struct sock_filter`s) that makes the calls of `_REFUSED_CALLS` fail with ENOSYS on
+    `machine` (default: this one); SandboxUnavailable on a machine it has no numbers for."""
+    machine = machine or os.uname().machine
+    if machine not in _REFUSED_CALLS:
+        raise SandboxUnavailable(f"no sandbox: kernel keys can't be kept out of a sandbox on {machine!r} (known: "
+                                 f"{', '.join(_REFUSED_CALLS)}); grade on one of those, or pass --no-sandbox")
+    steps = [(_LD_ABS, 4, 'deny', None), (_JEQ, _AUDIT_ARCH[machine], None, 'deny'), (_LD_ABS, 0, None, None)]
+    if machine == 'x86_64':
+        steps.append((_JGE, 0x40000000, 'deny', None))      # the x32 calls
+    steps += [(_JEQ, nr, 'deny', None) for nr in _REFUSED_CALLS[machine]]
+    steps += [(_RET, _ALLOW, None, None), (_RET, _ENOSYS, None, None)]
+    deny = len(steps) - 1
+    jump = lambda i, to: deny - i - 1 if to == 'deny' else 0
+    return b''.join(struct.pack('=HBBI', op, jump(i, yes), jump(i, no), k) if op in (_JEQ, _JGE) else
+                    struct.pack('=HBBI', op, 0, 0, k) for i, (op, k, yes, no) in enumerate(steps))
+
+# %% ../../nbs/93b_sandbox.ipynb #filter-fd
+@contextmanager
+def _filter_fd():
+    "A file descriptor holding `seccomp_program()` from its start (for `--seccomp`), closed when the block ends."
+    fd = os.memfd_create('tinytorch-seccomp')
+    try:
+        os.write(fd, seccomp_program())
+        os.lseek(fd, 0, os.SEEK_SET)
+        yield fd
+    finally:
+        os.close(fd)
 
 # %% ../../nbs/93b_sandbox.ipynb #uid-lock-folder
 _UID_POOL = 4096   # how many ids from _FIRST_UID on grading runs may claim
@@ -109,13 +150,16 @@ def _python_folders() -> tuple:
 @dataclass(frozen=True)
 class Sandbox:
     """A bubblewrap sandbox for one grading run: the system folders and this Python read-only, a private
-    `/tmp`, no network, its own PID namespace; its work folder is the only place it can write."""
+    `/tmp` and `/dev/shm`, no network, its own PID and IPC namespaces, no kernel keys; its work folder is the only
+    other place it can write."""
     hidden: tuple = ()            # folders or files never to show, even when they lie in a visible folder
     package: Path | None = None   # mounted read-only over the installed tinytorch package
     own_module: tuple | None = None   # (file, its path in the package): mounted read-only over that module of `package`
 
-    def command(self, workdir: Path, uid: int | None = None, tmp_size: int | None = None) -> list:
-        "The bwrap command line (ending in `--`) that runs a program in `workdir`, as `uid` when given (root only)."
+    def command(self, workdir: Path, uid: int | None = None, tmp_size: int | None = None,
+                seccomp_fd: int | None = None, info_fd: int | None = None) -> list:
+        """The bwrap command line (ending in `--`) that runs a program in `workdir`, as `uid` when given (root only);
+        `seccomp_fd`: `_filter_fd()`'s; `info_fd`: where bubblewrap writes its namespaces' ids (JSON)."""
         args = [_bwrap(), '--die-with-parent', '--new-session', '--unshare-pid', '--unshare-net', '--unshare-ipc',
                 '--unshare-uts', '--cap-drop', 'ALL']
         if uid is not None:   # just what setpriv needs to become `uid`; it then holds no capability at all
@@ -125,8 +169,15 @@ class Sandbox:
                 args += ['--symlink', os.readlink(d), d]
             elif os.path.isdir(d):
                 args += ['--ro-bind', d, d]
-        args += ['--dev', '/dev', '--proc', '/proc', '--perms', '1777', *(['--size', str(tmp_size)] if tmp_size else []),
-                 '--tmpfs', '/tmp']
+        if seccomp_fd is not None:
+            args += ['--seccomp', str(seccomp_fd)]
+        if info_fd is not None:
+            args += ['--info-fd', str(info_fd)]
+        size = ['--size', str(tmp_size)] if tmp_size else []
+        args += ['--dev', '/dev', '--perms', '1777', *size, '--tmpfs', '/dev/shm', '--remount-ro', '/dev',
+                 '--proc', '/proc', '--ro-bind', '/dev/null', '/proc/keys',
+                 '--ro-bind', '/dev/null', '/proc/key-users',
+                 '--perms', '1777', *size, '--tmpfs', '/tmp']
         made = {'/', '/tmp', *_SYSTEM_DIRS}
         visible = _python_folders()
         for folder in (*visible, str(workdir)):
@@ -140,10 +191,14 @@ class Sandbox:
             args += ['--ro-bind', str(self.package), str(Path(tinytorch.__file__).parent)]
             if self.own_module is not None:
                 args += ['--ro-bind', str(self.own_module[0]), str(Path(tinytorch.__file__).parent / self.own_module[1])]
+        emptied = []     # read-only once everything is mounted: a hidden file may lie in a hidden folder
         for path in map(os.path.abspath, self.hidden):
             if os.path.exists(path) and _under(path, (*visible, *_SYSTEM_DIRS)):
-                args += ['--tmpfs', path] if os.path.isdir(path) else ['--ro-bind', '/dev/null', path]
-        args += ['--chdir', str(workdir), '--']
+                if os.path.isdir(path):
+                    args += ['--tmpfs', path]; emptied += ['--remount-ro', path]
+                else:
+                    args += ['--ro-bind', '/dev/null', path]
+        args += [*emptied, '--remount-ro', '/', '--chdir', str(workdir), '--']   # the sandbox's own root too
         if uid is not None:
             args += ['setpriv', f'--reuid={uid}', f'--regid={uid}', '--clear-groups', '--no-new-privs']
         return args
@@ -166,8 +221,12 @@ def sandbox_problem() -> str | None:
     if _bwrap() is None:
         return ("no sandbox: bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install "
                 f"bubblewrap, Fedora: dnf install bubblewrap, Arch: pacman -S bubblewrap) {how}")
-    with tempfile.TemporaryDirectory() as tmp:
-        run = subprocess.run(Sandbox().command(Path(tmp)) + ['true'], capture_output=True, text=True, timeout=60)
+    try:
+        with tempfile.TemporaryDirectory() as tmp, _filter_fd() as fd:
+            run = subprocess.run(Sandbox().command(Path(tmp), seccomp_fd=fd) + ['true'], capture_output=True,
+                                 text=True, timeout=60, pass_fds=(fd,))
+    except SandboxUnavailable as e:
+        return str(e)
     if run.returncode != 0:
         why = (run.stderr.strip().splitlines() or [f'exit {run.returncode}'])[-1]
         return (f"no sandbox: bubblewrap ({_bwrap()}) cannot start one ({why}); unprivileged user namespaces are "
@@ -183,10 +242,11 @@ def uid_layer_available() -> bool:
     "As root: can an unprivileged uid run this Python in the sandbox? (Its files must be readable by others.)"
     if os.geteuid() != 0 or not shutil.which('setpriv') or sandbox_problem():
         return False
-    with tempfile.TemporaryDirectory() as tmp, claimed_uids(1) as (uid,):
+    with tempfile.TemporaryDirectory() as tmp, claimed_uids(1) as (uid,), _filter_fd() as fd:
         os.chown(tmp, uid, uid)
-        run = subprocess.run(Sandbox().command(Path(tmp), uid) + [sys.executable, '-c', _CAN_RUN_GRADER],
-                             capture_output=True, timeout=600)   # a hang raises; it never downgrades
+        run = subprocess.run(Sandbox().command(Path(tmp), uid, seccomp_fd=fd)
+                             + [sys.executable, '-c', _CAN_RUN_GRADER],
+                             capture_output=True, timeout=600, pass_fds=(fd,))   # a hang raises: no downgrade
     return run.returncode == 0
 
 # %% ../../nbs/93b_sandbox.ipynb #isolation-level
@@ -204,35 +264,135 @@ def _chown_tree(root: Path, uid: int, gid: int):
     for path in [root, *root.rglob('*')]:
         os.chown(path, uid, gid, follow_symlinks=False)
 
+# %% ../../nbs/93b_sandbox.ipynb #survivors
+def _namespace_processes(namespace: int) -> list:
+    "Pids of the processes (this user sees) in the PID namespace the descriptor `namespace` holds."
+    held, found = os.fstat(namespace), []
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            st = os.stat(f'/proc/{pid}/ns/pid')
+        except OSError:                      # gone, or not this user's to look at
+            continue
+        if (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino):
+            found.append(int(pid))
+    return found
+
+def _ended(pidfd: int, wait: float = 0) -> bool:
+    "Has the process of `pidfd` ended (waiting up to `wait` seconds)?"
+    return bool(select.select([pidfd], [], [], wait)[0])
+
+# %% ../../nbs/93b_sandbox.ipynb #pid-namespace
+def _bwrap_info(info: int, got: bytearray) -> dict | None:
+    """What bubblewrap wrote to the pipe `info` reads from (`--info-fd`: its first process's pid and
+    its namespaces, JSON), read into `got` so far; None until it is all there."""
+    os.set_blocking(info, False)
+    with suppress(BlockingIOError):
+        while chunk := os.read(info, 1 << 16):
+            got += chunk
+    try:
+        said = json.loads(bytes(got))
+    except ValueError:
+        return None
+    return said if isinstance(said, dict) else None
+
+# %% ../../nbs/93b_sandbox.ipynb #sandbox-init
+class _SandboxInit:
+    """A sandbox run's first process, held by a pidfd and its PID namespace (open) once bubblewrap
+    names it on the pipe `info`; `look` tries, `end` kills it and waits until it is gone."""
+    def __init__(self, info: int):
+        self.info, self.got = info, bytearray()
+        self.pidfd = self.namespace = self.pid = None
+
+    def look(self, _watched: int | None = None):
+        "Hold the first process once bubblewrap has named it (while the run goes on, and after)."
+        if self.pid is not None:
+            return
+        if (said := _bwrap_info(self.info, self.got)) is None:
+            return
+        self.pid = said.get('child-pid')
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except (OSError, TypeError, ValueError):    # gone: the kernel ended its namespace with it
+            return
+        try:
+            namespace = os.open(f'/proc/{self.pid}/ns/pid', os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:           # ending (its namespace already let go): `end` waits for it
+            self.pidfd = pidfd; return
+        # the namespace bubblewrap made, of a process that still ran after it was opened: this run's
+        if os.fstat(namespace).st_ino == said.get('pid-namespace') and not _ended(pidfd):
+            self.pidfd, self.namespace = pidfd, namespace
+        else:
+            os.close(pidfd); os.close(namespace)
+
+    def end(self, wait: float = 60) -> int:
+        """Kill the first process (every other one of its namespace ends with it) and wait until it
+        has: how many others were still there. RuntimeError if not ended within `wait` seconds."""
+        if self.pidfd is None:
+            return 0
+        if self.namespace is None:      # seen ending only: the kernel ends the rest, waited for
+            _ended(self.pidfd, min(wait, 10))
+            return 0
+        left = [p for p in _namespace_processes(self.namespace) if p != self.pid]
+        try:
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):   # ending, or a setuid bubblewrap's: it ends
+            pass
+        if not _ended(self.pidfd, wait):
+            left = sorted(_namespace_processes(self.namespace))
+            raise RuntimeError(f"processes {left} of a finished sandbox can't be killed")
+        return len(left)
+
+    def close(self):
+        for fd in (self.pidfd, self.namespace):
+            if fd is not None:
+                os.close(fd)
+        self.pidfd = self.namespace = None
+
 # %% ../../nbs/93b_sandbox.ipynb #run-isolated
 def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None,
-                 sandbox: Sandbox | None, stdin: str | None = None, limits: Limits | None = None) -> subprocess.CompletedProcess:
-    "Run `args` in `workdir` with a wall-clock limit, `stdin` as its input: in `sandbox` (as `uid` when given), or unsandboxed."
+                 sandbox: Sandbox | None, stdin: str | None = None,
+                 limits: Limits | None = None) -> subprocess.CompletedProcess:
+    """Run `args` in `workdir` with a wall-clock limit, `stdin` as its input: in `sandbox` (as `uid`
+    when given), or unsandboxed. In a sandbox, no process of the run is left when it returns (the
+    result's `left`: how many besides its first were still there to kill)."""
     env = tool_env()
     home = workdir / '.home'
     home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), JUPYTER_RUNTIME_DIR=str(home / 'runtime'), IPYTHONDIR=str(home / 'ipython'),
-               MPLCONFIGDIR=str(home / 'mpl'), JUPYTER_CONFIG_DIR=str(home / 'config'), PYTHONDONTWRITEBYTECODE='1')
+    env.update(HOME=str(home), JUPYTER_RUNTIME_DIR=str(home / 'runtime'),
+               IPYTHONDIR=str(home / 'ipython'), MPLCONFIGDIR=str(home / 'mpl'),
+               JUPYTER_CONFIG_DIR=str(home / 'config'), PYTHONDONTWRITEBYTECODE='1')
     limit = ['timeout', '-s', 'KILL', str(int(wall_seconds))]
-    if sandbox is not None:
-        env['TMPDIR'] = '/tmp'   # the sandbox's own, private /tmp
-        prefix = sandbox.command(workdir, uid, limits.disk if limits else None)
-    else:   # as root, still a PID namespace: a runaway kernel dies with the run
-        prefix = ['unshare', '--pid', '--fork', '--kill-child', '--mount-proc'] if (
-            os.geteuid() == 0 and shutil.which('unshare')) else []
-    if uid is not None:
-        _chown_tree(workdir, uid, uid)
-    limits = limits or Limits(None, None, None)
-    try:
-        run, usage = run_watched(prefix + rlimit_prefix(limits) + limit + list(map(str, args)), workdir, env,
-                                 wall_seconds + 30, stdin, workdir, limits.disk, sandbox is not None)
-        run.usage = usage            # what it used: `tinytorch.course.limits.Usage`
-        if usage.over_wall:
-            run.stderr += '\nkilled by the outer limit'
-        return run
-    finally:
+    with ExitStack() as stack:
+        fds, init = (), None
+        if sandbox is not None:
+            env['TMPDIR'] = '/tmp'   # the sandbox's own, private /tmp
+            info, info_fd = os.pipe()
+            stack.callback(os.close, info); stack.callback(os.close, info_fd)
+            init = _SandboxInit(info)
+            stack.callback(init.close)
+            fds = (stack.enter_context(_filter_fd()), info_fd)
+            prefix = sandbox.command(workdir, uid, limits.disk if limits else None, *fds)
+        else:   # as root, still a PID namespace: a runaway kernel dies with the run
+            prefix = ['unshare', '--pid', '--fork', '--kill-child', '--mount-proc'] if (
+                os.geteuid() == 0 and shutil.which('unshare')) else []
         if uid is not None:
-            _chown_tree(workdir, os.geteuid(), os.getegid())
+            _chown_tree(workdir, uid, uid)
+        limits = limits or Limits(None, None, None)
+        try:
+            run, usage = run_watched(prefix + rlimit_prefix(limits) + limit + list(map(str, args)),
+                                     workdir, env, wall_seconds + 30, stdin, workdir, limits.disk,
+                                     sandbox is not None, pass_fds=fds,
+                                     poll=init.look if init else None)
+            run.usage = usage            # what it used: `tinytorch.course.limits.Usage`
+            if usage.over_wall:
+                run.stderr += '\nkilled by the outer limit'
+            if init is not None:      # before anything the run wrote is read
+                init.look()
+            run.left = init.end() if init is not None else 0
+            return run
+        finally:
+            if uid is not None:
+                _chown_tree(workdir, os.geteuid(), os.getegid())
 
 # %% ../../nbs/93b_sandbox.ipynb #was-killed
 def was_killed(returncode: int) -> bool:
