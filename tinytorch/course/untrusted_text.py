@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import csv
+from pathlib import Path
+
+from .vocabulary import atomic_write
 
 # %% auto #0
-__all__ = ['printable', 'csv_cell', 'csv_value', 'csv_row', 'markdown_text']
+__all__ = ['printable', 'csv_cell', 'csv_value', 'csv_row', 'write_csv', 'markdown_text']
 
 # %% ../../nbs/93m_untrusted_text.ipynb #escape
 # controls, invisible formatting, lone surrogates, line/paragraph separators
@@ -66,6 +70,15 @@ def csv_row(row):
     "`row` (a list or a dict of cells) with every cell through `csv_cell`."
     return ({k: csv_cell(v) for k, v in row.items()} if isinstance(row, dict)
             else [csv_cell(v) for v in row])
+
+# %% ../../nbs/93m_untrusted_text.ipynb #write-csv
+def write_csv(path, header: list, rows) -> Path:
+    "Write `header`, then `rows`, to `path` in one step, every cell through `csv_cell`."
+    with atomic_write(path, newline='') as f:
+        writer = csv.writer(f)
+        writer.writerow(csv_row(header))
+        writer.writerows(csv_row(row) for row in rows)
+    return Path(path)
 
 # %% ../../nbs/93m_untrusted_text.ipynb #markdown
 # < > & become entities instead

@@ -8,7 +8,6 @@ compared pair by pair."""
 from __future__ import annotations
 
 import builtins
-import csv
 import itertools
 import keyword
 import re
@@ -17,8 +16,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import NamedTuple
 
-from ..untrusted_text import csv_row
-from ..vocabulary import atomic_write, marked_lines
+from ..untrusted_text import write_csv
+from ..vocabulary import marked_lines
 
 # %% auto #0
 __all__ = ['K_GRAM', 'WINDOW', 'MIN_PRINTS', 'COMMON_SHARE', 'COMMON_MIN', 'THRESHOLD', 'MAX_CODE_CHARS', 'STUBS',
@@ -180,10 +179,7 @@ SIMILARITY_COLUMNS = ['student', 'other_student', 'similarity', 'matching_parts'
 
 def write_similarity_csv(pairs: list, path) -> Path:
     "Write `pairs` (`similar_pairs`) to `path` in one step: one row per pair, most alike first."
-    with atomic_write(path, newline='') as f:
-        w = csv.writer(f)
-        w.writerow(SIMILARITY_COLUMNS)
-        for p in pairs:
-            parts = ' '.join(f"{part}:{share:g}" for part, share in p.parts.items())
-            w.writerow(csv_row([p.first, p.second, f"{p.similarity:g}", parts]))
-    return Path(path)
+    def row(p):
+        parts = ' '.join(f"{part}:{share:g}" for part, share in p.parts.items())
+        return [p.first, p.second, f"{p.similarity:g}", parts]
+    return write_csv(path, SIMILARITY_COLUMNS, map(row, pairs))

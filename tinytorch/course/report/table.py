@@ -6,7 +6,6 @@ the class missed and why, part by part, read from the course's grade record."""
 # %% ../../../nbs/96_report.ipynb #imports
 from __future__ import annotations
 
-import csv
 import re
 from collections import Counter
 from pathlib import Path
@@ -17,8 +16,8 @@ from ..errors import UsageError
 from ..final_grades import final_grades, graded_assignment
 from ..grade_table import grades_by_student
 from ..notebooks import read_submission
-from ..untrusted_text import csv_row, printable
-from ..vocabulary import CourseLayout, PartStatus, atomic_write
+from ..untrusted_text import printable, write_csv
+from ..vocabulary import CourseLayout, PartStatus
 
 # %% auto #0
 __all__ = ['MESSAGE_CHARS', 'NO_MESSAGE', 'FAILURES_SHOWN', 'REPORT_COLUMNS', 'ClassRecord', 'read_class', 'masked',
@@ -139,12 +138,9 @@ REPORT_COLUMNS = ['part', 'max_points', 'submissions', 'full_marks', 'partial', 
 
 def write_report_csv(summaries: list, path) -> Path:
     "Write `summaries` to `path` in one step, a row per part."
-    with atomic_write(path, newline='') as f:
-        w = csv.writer(f)
-        w.writerow(REPORT_COLUMNS)
-        for s in summaries:
-            message, n = s.failures[0] if s.failures else ('', 0)
-            mean = '' if s.mean is None else f"{s.mean:.3g}"
-            w.writerow(csv_row([s.part, f"{s.max_points:g}", s.submissions, s.full, s.partial,
-                                s.zero, mean, message, n, s.to_grade]))
-    return Path(path)
+    def row(s):
+        message, n = s.failures[0] if s.failures else ('', 0)
+        mean = '' if s.mean is None else f"{s.mean:.3g}"
+        return [s.part, f"{s.max_points:g}", s.submissions, s.full, s.partial, s.zero, mean,
+                message, n, s.to_grade]
+    return write_csv(path, REPORT_COLUMNS, map(row, summaries))
