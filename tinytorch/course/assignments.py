@@ -27,7 +27,7 @@ from tinytorch.course.vocabulary import (
 
 # %% auto #0
 __all__ = ['SKIP_TAG', 'NBGRADER_CONFIG', 'MarkerError', 'cell_role', 'nbgrader_metadata', 'expected_metadata', 'sync_metadata',
-           'graded_parts', 'graded_notebooks', 'check_metadata', 'write_course', 'tool_env', 'run_nbgrader',
+           'graded_parts', 'graded_notebooks', 'check_metadata', 'write_course', 'tool_env', 'run_env', 'run_nbgrader',
            'generate_assignment', 'release']
 
 # %% ../../nbs/91_assignments.ipynb #markers
@@ -215,6 +215,18 @@ def tool_env() -> dict:
     env['PATH'] = os.pathsep.join([str(Path(sys.executable).parent), env.get('PATH', '')])
     env.setdefault('MPLBACKEND', 'Agg')
     return env
+
+# %% ../../nbs/91_assignments.ipynb #run-env
+def run_env(workdir: Path) -> dict:
+    """`tool_env` for a run in `workdir`: its own home there (`.home`, made if missing), where
+    Jupyter, IPython and Matplotlib keep their files; no bytecode written."""
+    env, home = tool_env(), Path(workdir) / '.home'
+    home.mkdir(exist_ok=True)
+    env.update(HOME=str(home), JUPYTER_RUNTIME_DIR=str(home / 'runtime'),
+               IPYTHONDIR=str(home / 'ipython'), MPLCONFIGDIR=str(home / 'mpl'),
+               JUPYTER_CONFIG_DIR=str(home / 'config'), PYTHONDONTWRITEBYTECODE='1')
+    return env
+
 
 # %% ../../nbs/91_assignments.ipynb #run-nbgrader
 def run_nbgrader(course_dir, *args, timeout: float | None = None) -> subprocess.CompletedProcess:

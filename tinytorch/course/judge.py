@@ -255,16 +255,11 @@ def judge_submission(export, program: dict, workdir, cell_timeout: int, wall_sec
     import shutil
     import subprocess
     from pathlib import Path
-    from tinytorch.course.assignments import tool_env
+    from tinytorch.course.assignments import run_env, tool_env
     from tinytorch.course.limits import Limits, rlimit_prefix
     from tinytorch.course.sandbox import _chown_tree
     workdir, limits = Path(workdir), limits or Limits(None, None, None)
-    env = tool_env()
-    home = workdir / '.home'
-    home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), JUPYTER_RUNTIME_DIR=str(home / 'runtime'),
-               IPYTHONDIR=str(home / 'ipython'), MPLCONFIGDIR=str(home / 'mpl'),
-               JUPYTER_CONFIG_DIR=str(home / 'config'), PYTHONDONTWRITEBYTECODE='1')
+    env = run_env(workdir)
     if sandbox is not None:
         env['TMPDIR'] = '/tmp'
         prefix = sandbox.command(workdir, uid, limits.disk)

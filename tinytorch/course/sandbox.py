@@ -23,7 +23,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from .assignments import tool_env
+from .assignments import run_env, tool_env
 from .errors import NotReady
 from .generation_cache import cache_root
 from .limits import Limits, rlimit_prefix, run_watched
@@ -355,12 +355,7 @@ def run_isolated(args: list, workdir: Path, wall_seconds: float, uid: int | None
     """Run `args` in `workdir` with a wall-clock limit, `stdin` as its input: in `sandbox` (as `uid`
     when given), or unsandboxed. In a sandbox, no process of the run is left when it returns (the
     result's `left`: how many besides its first were still there to kill)."""
-    env = tool_env()
-    home = workdir / '.home'
-    home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), JUPYTER_RUNTIME_DIR=str(home / 'runtime'),
-               IPYTHONDIR=str(home / 'ipython'), MPLCONFIGDIR=str(home / 'mpl'),
-               JUPYTER_CONFIG_DIR=str(home / 'config'), PYTHONDONTWRITEBYTECODE='1')
+    env = run_env(workdir)
     limit = ['timeout', '-s', 'KILL', str(int(wall_seconds))]
     with ExitStack() as stack:
         fds, init = (), None
