@@ -138,7 +138,7 @@ SCORES = {
     "reference": FULL, "untouched": 0, "broken-sinusoid": NO_SINUSOID, "broken-backward": NO_SCATTER,
     "test-edited-to-pass": NO_SINUSOID, "infinite-loop": NO_SINUSOID, "syntax-error": 0, "metadata-stripped": FULL,
     "duplicated-cell": FULL, "skip-tag": NO_SINUSOID, "snoop": FULL, "input-transformer": 0,
-    "a-sigint-proof-loop": None, "fake-marker": NO_SINUSOID, "forged-results": 0, "stray-import": 0,
+    "a-sigint-proof-loop": None, "fake-marker": NO_SINUSOID, "forged-results": NO_SINUSOID, "stray-import": 0,
 }
 
 

@@ -504,7 +504,7 @@ def test_navigation_reaches_every_part(site, server, browser):
 def test_guide_links_to_the_mechanism(site):
     """The instructor guide points at the Internals pages instead of retelling them, and its reference parts exist."""
     guide = _article(site["dir"] / "instructor_guide.html")     # the page's own text: the sidebar links everywhere
-    for target in ("internals/93_grading.html", "internals/93b_sandbox.html", "internals/93a_recheck.html",
+    for target in ("internals/93_grading.html", "internals/93b_sandbox.html", "internals/93za_judge.html",
                    "internals/93g_limits.html", "internals/93h_feedback.html", "cli.html"):
         assert f'href="{target}' in guide, f"the instructor guide has no link to {target}"
     for anchor in ("troubleshooting", "flags", "planning", "install", "sandbox", "limits"):

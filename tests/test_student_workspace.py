@@ -93,7 +93,8 @@ def test_the_workspace_ships_only_student_tooling(workspace):
     tooling = sorted(p.name for p in (ws / "nbs").glob("*.ipynb") if p.name[:2] >= "89")
     assert tooling == ["89_errors.ipynb", "89a_notebooks.ipynb", "89b_course_vocabulary.ipynb", "89c_dependencies.ipynb",
                        "90_nbtests.ipynb", "90a_selftest.ipynb", "92_cli.ipynb", "92a_demo.ipynb",
-                       "92b_cli_arguments.ipynb", "93a_recheck.ipynb"], tooling
+                       "92b_cli_arguments.ipynb", "93a_recheck.ipynb", "93x_judge_wire.ipynb",
+                       "93y_judge_server.ipynb", "93z_judge_remote.ipynb", "93za_judge.ipynb"], tooling
     assert not (ws / "tinytorch" / "course" / "assignments.py").exists()
     usage = _run(bin_dir, bin_dir / "tinytorch", "--help", cwd=ws)
     assert usage.returncode == 0 and "{demo,test}" in usage.stdout, usage.stdout + usage.stderr

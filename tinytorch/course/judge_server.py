@@ -211,6 +211,7 @@ def serve(module: str, export: str) -> int:
     """The student's side of a judged run: the pipes moved out of the way of the student's prints,
     the export imported (its error, if any, is the first reply), then requests answered until the
     judge is done."""
+    export = os.path.abspath(export)         # as the import names it in a traceback
     fd_in, fd_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)

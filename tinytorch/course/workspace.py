@@ -88,7 +88,8 @@ and the library code this module builds on (its lettered notebooks, e.g. `11b_ro
 # %% ../../nbs/91b_workspace.ipynb #workspace-tooling
 WORKSPACE_TOOLING = ('89_errors', '89a_notebooks', '89b_course_vocabulary', '89c_dependencies',
                      '90_nbtests',
-                     '90a_selftest', '93a_recheck', '92_cli', '92a_demo', '92b_cli_arguments')
+                     '90a_selftest', '93a_recheck', '93x_judge_wire', '93y_judge_server',
+                     '93z_judge_remote', '93za_judge', '92_cli', '92a_demo', '92b_cli_arguments')
 
 # %% ../../nbs/91b_workspace.ipynb #workspace-2
 def _strip_hidden_tests(nb: dict) -> dict:
