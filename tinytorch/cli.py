@@ -62,7 +62,8 @@ def _release_wheel(args) -> int:
     from tinytorch.course.workspace import build_student_wheel
     if args.workspace:
         raise BadInput(f"--wheel {args.wheel}: a wheel or a workspace (--workspace), not both")
-    wheel = build_student_wheel(args.module, _nbs_dir(args.nbs), _folder_to_write(args.wheel, '--wheel'),
+    wheel = build_student_wheel(args.module, _nbs_dir(args.nbs),
+                                _folder_to_write(args.wheel, '--wheel'),
                                 cell_timeout=args.cell_timeout)
     print(f"students' wheel written: {wheel} (no solution or hidden-test line in it; "
           f"a JupyterHub image installs it with `pip install {wheel.name}`)")

@@ -46,7 +46,8 @@ def release_args(p):
     p.add_argument('module', help=_MODULE_HELP)
     p.add_argument('--to', metavar='DIR', default='release', help="folder for the student notebook (default: release)")
     p.add_argument('--workspace', metavar='DIR', help="write a complete student workspace folder instead")
-    p.add_argument('--wheel', metavar='DIR', help="write the students' tinytorch as a wheel into DIR instead "
+    p.add_argument('--wheel', metavar='DIR',
+                   help="write the students' tinytorch as a wheel into DIR instead "
                    "(for a JupyterHub image: module 11 from the release, leak-checked)")
     p.add_argument('--nbs', metavar='DIR', help=_NBS_HELP)
     p.add_argument('--cell-timeout', type=_positive_int, default=30, metavar='SECONDS',

@@ -197,8 +197,9 @@ def train_pooling_model(positions: str, seed: int = 0, text: Optional[str] = Non
                         lr: float = 0.02, eval_size: int = 4096, embedding_cls=None,
                         scale_embeddings: bool = False) -> dict:
     """Train a `PoolingModel` on windows of `window` characters of the first 90% of `text`; returns the model,
-    the test loss (last 10%, the same windows for every model) for each length in `eval_windows`, the mean
-    pooling weight of each position of those windows (`position_weights`), and the seconds."""
+    the test loss (last 10%, the same windows for every model) for each length in
+    `eval_windows`, the mean pooling weight of each position of those windows
+    (`position_weights`), and the seconds."""
     text = default_text() if text is None else text
     tokenizer = CharTokenizer()
     tokenizer.build_vocab([text])
@@ -208,8 +209,8 @@ def train_pooling_model(positions: str, seed: int = 0, text: Optional[str] = Non
     longest = max(window, *eval_windows)
     if len(test_ids) < longest + 2:
         raise ValueError(f"the text has {len(ids)} characters; its last tenth must hold more than {longest + 1}")
-    model = PoolingModel(tokenizer.vocab_size, embedding_dim, longest, positions, seed, embedding_cls,
-                         scale_embeddings)
+    model = PoolingModel(tokenizer.vocab_size, embedding_dim, longest, positions, seed,
+                         embedding_cls, scale_embeddings)
     optimizer, rng, start = Adam(model.parameters, lr=lr), np.random.default_rng(seed), time.perf_counter()
     for _ in range(check_positive_int('steps', steps)):
         x, y = _windows(train_ids, window, batch_size, rng)
@@ -222,7 +223,7 @@ def train_pooling_model(positions: str, seed: int = 0, text: Optional[str] = Non
         for w in eval_windows:
             x, y = _windows(test_ids, w, eval_size, np.random.default_rng(10_000 + w))
             test[w] = cross_entropy(model(x), y).item()
-            weights[w] = model.pool(x)[1].data[..., 0].mean(axis=0)         # (w,): one mean per position
+            weights[w] = model.pool(x)[1].data[..., 0].mean(axis=0)   # (w,): a mean per position
     return {'model': model, 'test_loss': test, 'position_weights': weights,
             'seconds': time.perf_counter() - start}
 

@@ -126,7 +126,7 @@ def _shares_data(y, x) -> bool:
     return bool(seen == probe)
 
 # %% ../../nbs/11e_lesson_support.ipynb #withheld
-withheld = _tensor.withheld       # module 01's switch: the engine's kernels and the defaults both read it
+withheld = _tensor.withheld       # module 01's switch: the engine's kernels and defaults read it
 
 # %% ../../nbs/11e_lesson_support.ipynb #configure
 KERNEL_NAMES = ('lookup_rows', 'sum_rows_by_id', 'add_rows_at')

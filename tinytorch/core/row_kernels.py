@@ -413,7 +413,7 @@ def _plan_for(ids, num_rows, row_bytes, fresh, skip) -> Optional[_Plan]:
 # %% ../../nbs/11b_row_kernels.ipynb #add-few-rows
 _FEW_ROWS = 32              # up to this many rows, np.add.at (~1.6 µs a row) beats any plan (~80 µs)
 _FEW_VALUES = 1 << 16       # rows of at most this many values (n × dim) skip the plan (~70-150 µs)
-_FEW_REPEATS = 1 << 11      # ... if the repeats after each id's first occurrence hold at most this many
+_FEW_REPEATS = 1 << 11      # ... if the repeats after each id's first occurrence hold at most this
 
 def _first_occurrences(ids: np.ndarray, num_rows: int, dim: int):
     """`(distinct ids, where each first occurs)` when a small job's ids repeat little enough for

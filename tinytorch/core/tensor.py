@@ -134,7 +134,7 @@ def refuse_if_withheld(name: str, module: str = 'tinytorch.core.tensor'):
 
 # %% ../../nbs/01_tensor.ipynb #sparse-simple
 def _leave_out(ids: np.ndarray, rows: np.ndarray, skip) -> tuple:
-    "`ids` and `rows` without the positions whose id is `skip` (both unchanged when `skip` is None)."
+    "`ids` and `rows` without the positions whose id is `skip` (unchanged when `skip` is None)."
     if skip is None:
         return ids, rows
     keep = ids != skip

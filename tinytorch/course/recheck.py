@@ -82,8 +82,8 @@ def _cell_alarm(seconds: int):
 
 # %% ../../nbs/93a_recheck.ipynb #run
 def recheck_program(notebook) -> dict:
-    """`{'module', 'cells': [{'name', 'graded', 'source'}], 'library'}`: `notebook`'s graded cells and
-    the cells they need; `library`: what its exported module imports from other modules
+    """`{'module', 'cells': [{'name', 'graded', 'source'}], 'library'}`: `notebook`'s graded
+    cells and the cells they need; `library`: what its exported module imports from other modules
     (`library_names`)."""
     run = NotebookRun(notebook)
     if not run.module_name:

@@ -71,7 +71,7 @@ def _import_probe(export: Path, module: str, workdir: Path, cell_timeout: int, w
 
 # %% ../../nbs/93r_recheck_run.ipynb #judged-verdicts
 def judged_verdicts(outcome: dict | None, parts) -> RecheckResult:
-    "The judge's verdicts on the graded `parts` from its `outcome`; RecheckFailed when it gave none."
+    "The judge's verdicts on the graded `parts` from its `outcome`; RecheckFailed if it gave none."
     if outcome is None:
         raise RecheckFailed("the judge gave no result")
     if 'stopped' in outcome:
@@ -97,7 +97,8 @@ def recheck_submission(submission: dict, program: dict, test_parts: list, workdi
                        sandbox: Sandbox | None, limits: Limits | None = None) -> RecheckResult:
     """The judge's verdicts on `test_parts`: `program`'s test cells (`recheck_program`, hidden tests
     included) run by a judge process that runs no student code, against the student's export
-    served from a sandboxed process whose folder holds only that export (`tinytorch.course.judge`)."""
+    served from a sandboxed process whose folder holds only that export
+    (`tinytorch.course.judge`)."""
     cells = export_cells(submission)
     source = export_source(cells)
     syntax = _syntax_error(source)
@@ -152,16 +153,17 @@ def apply_recheck(result: StudentResult, verdicts: RecheckResult, cleared: bool 
             for part in tests:
                 part.recheck_points = None
             result.instructor_notes.append(
-                f"cleared by you: {NOT_IMPORTED}{said}; nbgrader's points stand (the notebook's own "
-                "tests: the hidden tests could not run)")
+                f"cleared by you: {NOT_IMPORTED}{said}; nbgrader's points stand "
+                "(the notebook's own tests: the hidden tests could not run)")
             return
         result.flags.append(f"{NOT_IMPORTED}{said}; the re-check scores it 0")
         result.flags.append(f"after looking at the notebook, `tinytorch grade ... --clear "
-                            f"{result.student}` counts nbgrader's points for its code parts instead")
+                            f"{result.student}` counts nbgrader's points for its code parts "
+                            "instead")
         return
     if verdicts.tampered:
-        result.flags.append("the re-check reported a check built to fail as passed: the submission's "
-                            "code tampers with the tests; its points are held at 0")
+        result.flags.append("the re-check reported a check built to fail as passed: the "
+                            "submission's code tampers with the tests; its points are held at 0")
         for part in tests:
             part.recheck_points = 0.0
         return
