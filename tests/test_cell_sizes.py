@@ -167,14 +167,8 @@ def test_a_long_path_and_a_wide_line_are_found(tmp_path):
 LINE_LIMIT = 100
 # Temporary: modules whose notebooks are being reworked in parallel right now; each is wrapped with
 # that work and then taken off this list. Add nothing to it.
-STILL_TO_WRAP = {
-    "cli.py", "cli_arguments.py",
-    "course/autograder.py", "course/autograder_run.py", "course/autograder_try.py",
-    "course/limits.py", "course/recheck.py", "course/recheck_run.py", "course/sandbox.py",
-    "core/char_model.py", "core/embeddings.py", "core/lesson_support.py", "core/nn.py",
-    "core/parallel.py", "core/profiling.py", "core/row_kernels.py", "core/tensor.py",
-    "core/tokenization.py",
-}
+STILL_TO_WRAP = {"core/parallel.py", "core/profiling.py", "core/row_kernels.py",
+                 "course/sandbox.py"}      # wrapped, it is over 400 lines: wrapped when it is split
 
 
 def long_exported_lines(package: Path, limit: int = LINE_LIMIT) -> dict:
