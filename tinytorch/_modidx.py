@@ -1601,8 +1601,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                            'tinytorch/course/vocabulary.py'),
                                              'tinytorch.course.vocabulary.marker_of': ( 'course_vocabulary.html#marker_of',
                                                                                         'tinytorch/course/vocabulary.py'),
-                                             'tinytorch.course.vocabulary.moved_names': ( 'course_vocabulary.html#moved_names',
-                                                                                          'tinytorch/course/vocabulary.py'),
                                              'tinytorch.course.vocabulary.open_gradebook': ( 'course_vocabulary.html#open_gradebook',
                                                                                              'tinytorch/course/vocabulary.py'),
                                              'tinytorch.course.vocabulary.read_csv_lines': ( 'course_vocabulary.html#read_csv_lines',

@@ -269,13 +269,3 @@ def release(module, nbs_dir, to, cell_timeout: int = 30) -> Path:
         to.mkdir(parents=True, exist_ok=True)
         shutil.copy(produced, to / source.name)
     return to / source.name
-
-# %% ../../nbs/91_assignments.ipynb #moved
-from .vocabulary import moved_names
-__getattr__ = moved_names(__name__, {
-    'WORKSPACE_PYPROJECT': 'tinytorch.course.workspace',
-    'WORKSPACE_README': 'tinytorch.course.workspace',
-    'WORKSPACE_TOOLING': 'tinytorch.course.workspace',
-    'build_workspace': 'tinytorch.course.workspace',
-    'public_text': 'tinytorch.course.leaks',
-    'workspace_leaks': 'tinytorch.course.leaks'})

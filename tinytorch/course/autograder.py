@@ -337,22 +337,6 @@ def write_autograder(module, nbs_dir, to, options: GraderOptions,
             write_prairielearn(module, nbs_dir, built, options, image).replace(dest)
     return dest
 
-# %% ../../nbs/95_autograder.ipynb #moved
-from .vocabulary import moved_names
-__getattr__ = moved_names(__name__, {
-    'PartReport': 'tinytorch.course.autograder_run',
-    'SubmissionProblem': 'tinytorch.course.autograder_run',
-    'find_submission': 'tinytorch.course.autograder_run',
-    'grade_submission': 'tinytorch.course.autograder_run',
-    'graded_cell_errors': 'tinytorch.course.autograder_run',
-    'gradescope_results': 'tinytorch.course.autograder_run',
-    'load_config': 'tinytorch.course.autograder_run',
-    'not_graded': 'tinytorch.course.autograder_run',
-    'part_reports': 'tinytorch.course.autograder_run',
-    'prairielearn_results': 'tinytorch.course.autograder_run',
-    'run': 'tinytorch.course.autograder_run',
-    'write_results': 'tinytorch.course.autograder_run'})
-
 # %% ../../nbs/95_autograder.ipynb #moved-main
 # graders built before the runner moved run `python -m tinytorch.course.autograder`
 if __name__ == '__main__':

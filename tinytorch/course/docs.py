@@ -347,9 +347,3 @@ def build_docs(out_dir='_docs', nbs_dir='nbs', docs_dir='docs', work_dir='_proc/
     n_pages = len(list(out_dir.rglob('*.html')))
     _log(verbose, f'docs site: {out_dir} ({n_pages} pages) in {time.perf_counter() - start:.1f} s')
     return out_dir
-
-# %% ../../nbs/94_docs.ipynb #moved
-from .vocabulary import moved_names
-__getattr__ = moved_names(__name__, {
-    'autodoc_docstring': 'tinytorch.course.docs_api',
-    'rst_docstring': 'tinytorch.course.docs_api'})

@@ -380,15 +380,3 @@ def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.s
                     server.wait(60)
                 except subprocess.TimeoutExpired:
                     server.kill()
-
-# %% ../../nbs/93f_manual_grading.ipynb #moved
-from .vocabulary import moved_names
-__getattr__ = moved_names(__name__, {
-    'FINAL_COLUMNS': 'tinytorch.course.final_grades',
-    'final_grades': 'tinytorch.course.final_grades',
-    'final_points': 'tinytorch.course.final_grades',
-    'gradebook_problem': 'tinytorch.course.final_grades',
-    'graded_assignment': 'tinytorch.course.final_grades',
-    'write_final_grades': 'tinytorch.course.final_grades',
-    'regenerate_feedback': 'tinytorch.course.feedback',
-    'with_comments': 'tinytorch.course.feedback'})

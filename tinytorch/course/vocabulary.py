@@ -7,12 +7,11 @@ read a CSV with its line numbers."""
 # %% auto #0
 __all__ = ['BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'MARKERS', 'marker_of', 'MarkedLine', 'marked_lines',
            'closed_regions', 'hidden_line_numbers', 'gradebook_schema_version', 'open_gradebook', 'atomic_write',
-           'read_csv_lines', 'PartStatus', 'FinalStatus', 'CourseLayout', 'moved_names']
+           'read_csv_lines', 'PartStatus', 'FinalStatus', 'CourseLayout']
 
 # %% ../../nbs/89b_course_vocabulary.ipynb #imports
 import csv
 import functools
-import importlib
 import os
 import secrets
 import warnings
@@ -189,15 +188,3 @@ class CourseLayout(NamedTuple):
         """What each student's parts held when last graded (digests): a re-grade tells a changed
         answer by it."""
         return Path(self.root) / f'graded_answers_{assignment}.json'
-
-# %% ../../nbs/89b_course_vocabulary.ipynb #moved-names
-def moved_names(module: str, moves: dict):
-    """A module `__getattr__` for `module`: each name of `moves` (name -> its new module) found
-    there, with a DeprecationWarning."""
-    def __getattr__(name: str):
-        if name not in moves:
-            raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        warnings.warn(f"{module}.{name} moved to {moves[name]}.{name}; import it from there",
-                      DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(moves[name]), name)
-    return __getattr__
