@@ -1297,8 +1297,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                       'tinytorch/course/recheck.py')},
             'tinytorch.course.recheck_run': { 'tinytorch.course.recheck_run._failed': ( 'recheck_run.html#_failed',
                                                                                         'tinytorch/course/recheck_run.py'),
-                                              'tinytorch.course.recheck_run._import_probe': ( 'recheck_run.html#_import_probe',
-                                                                                              'tinytorch/course/recheck_run.py'),
                                               'tinytorch.course.recheck_run._syntax_error': ( 'recheck_run.html#_syntax_error',
                                                                                               'tinytorch/course/recheck_run.py'),
                                               'tinytorch.course.recheck_run._usage_note': ( 'recheck_run.html#_usage_note',

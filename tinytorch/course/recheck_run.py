@@ -14,12 +14,11 @@ from types import SimpleNamespace
 from .grade_table import StudentResult
 from .limits import Limits, describe_usage, limit_hits, limit_kind, limit_reason
 from .notebooks import read_nb
-from .recheck import RecheckFailed, RecheckResult, new_token, read_results
-from .recheck import recheck_command, recheck_input
+from .recheck import RecheckFailed, RecheckResult, new_token
 from .recheck import export_cell_at, export_cells, export_source, import_words
 from .judge import judge_submission
 from .limits import Usage
-from .sandbox import Sandbox, run_isolated, was_killed
+from .sandbox import Sandbox
 
 # %% auto #0
 __all__ = ['NOT_IMPORTED', 'exported_source', 'judged_verdicts', 'recheck_submission', 'apply_recheck', 'stopped_by_limit',
@@ -60,22 +59,6 @@ def _failed(message: str, note: str | None = None) -> RecheckFailed:
     error = RecheckFailed(message)
     error.note = note
     return error
-
-# %% ../../nbs/93r_recheck_run.ipynb #import-probe
-def _import_probe(export: Path, module: str, workdir: Path, cell_timeout: int, wall_seconds: float,
-                  uid: int | None,
-                  sandbox: Sandbox | None, limits: Limits | None) -> RecheckResult | None:
-    """The export imported once more, alone, by the re-check's command handed no test cell: whatever
-    its error says came from the student's code, in a process that never held a test. None when it
-    gave no result to trust."""
-    results, token = workdir / 'import-check.json', new_token()
-    run_isolated(recheck_command(export.name, results.name, cell_timeout), workdir, wall_seconds,
-                 uid, sandbox,
-                 stdin=recheck_input(token, {'module': module, 'cells': []}), limits=limits)
-    try:
-        return read_results(results, token, [])
-    except RecheckFailed:
-        return None
 
 # %% ../../nbs/93r_recheck_run.ipynb #judged-verdicts
 def judged_verdicts(outcome: dict | None, parts) -> RecheckResult:
