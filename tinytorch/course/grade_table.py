@@ -175,9 +175,9 @@ def write_grades_csv(results: list, path: Path, assignment: str, kept: dict | No
     return path
 
 # %% ../../nbs/93d_grade_table.ipynb #before-score
-# the columns of a CSV written before `score` existed
-_BEFORE_SCORE = CSV_FIELDS[:CSV_FIELDS.index('score')]
-_BEFORE_LATE = CSV_FIELDS[:CSV_FIELDS.index('timestamp')]   # ... before the late-work columns
+# the columns of the older grades CSVs: before the late-work columns, and before `score`
+_OLDER_HEADERS = (CSV_FIELDS[:CSV_FIELDS.index('timestamp')],
+                  CSV_FIELDS[:CSV_FIELDS.index('score')])
 # a column's earlier name -> its name today
 _RENAMED = {'second_channel_points': 'recheck_points'}
 
@@ -189,19 +189,21 @@ def _points_value(text: str, where: str) -> float | None:
         raise BadInput(f"{where}: {text!r} is not a number of points") from None
 
 # %% ../../nbs/93d_grade_table.ipynb #with-score
-def _with_score(row: dict, where: str) -> dict:
-    "A row of a CSV written before the `score` column, with the score the grader writes today."
-    score = import_score(row['status'], _points_value(row['points'], where),
-                         _points_value(row['recheck_points'], where))
-    return {**row, 'score': '' if score is None else f"{score:g}", 'timestamp': '',
-            'seconds_late': '', 'late_penalty': '0'}
+def _upgraded(row: dict, where: str) -> dict:
+    """A row of an older grades CSV with today's columns: on time, and the score the grader writes
+    today when it has none."""
+    if 'score' not in row:
+        score = import_score(row['status'], _points_value(row['points'], where),
+                             _points_value(row['recheck_points'], where))
+        row = {**row, 'score': '' if score is None else f"{score:g}"}
+    return {**row, 'timestamp': '', 'seconds_late': '', 'late_penalty': '0'}
 
 # %% ../../nbs/93d_grade_table.ipynb #read-csv
 def _grades_rows(path, lines: list) -> list:
     "The rows of the grades CSV at `path` from its `lines` (the fields of each, header first)."
     # earlier names read as today's
     header = [_RENAMED.get(c, c) for c in lines[0]] if lines else None
-    if header not in (CSV_FIELDS, _BEFORE_LATE, _BEFORE_SCORE):
+    if header != CSV_FIELDS and header not in _OLDER_HEADERS:
         missing = [c for c in CSV_FIELDS if c not in (header or [])]
         raise BadInput(f"{path}: columns {lines[0] if lines else 'an empty file'} don't match the "
                        f"grades CSV's {CSV_FIELDS}"
@@ -212,9 +214,7 @@ def _grades_rows(path, lines: list) -> list:
     rows = [dict(zip(header, map(csv_value, line))) for line in lines[1:]]
     if header == CSV_FIELDS:
         return rows
-    if header == _BEFORE_LATE:
-        return [{**row, 'timestamp': '', 'seconds_late': '', 'late_penalty': '0'} for row in rows]
-    return [_with_score(row, f"{path} row {number}") for number, row in enumerate(rows, start=1)]
+    return [_upgraded(row, f"{path} row {number}") for number, row in enumerate(rows, start=1)]
 
 def read_grades_csv(path) -> list:
     """The rows of one grades CSV as dicts with today's columns (a CSV from before the `score`
