@@ -261,7 +261,7 @@ def run_watched(cmd: list, cwd: Path, env: dict, wall_seconds: float, stdin: str
             pid, status = os.waitpid(proc.pid, os.WNOHANG)
             if pid:
                 break
-            if checks % 5 == 0:       # ~8 ms for a kernel's tree: about once a second is enough
+            if checks % 5 == 0:       # a kernel's tree costs a read of /proc: about once a second
                 usage.peak_memory = max(usage.peak_memory or 0, tree_memory(proc.pid))
             checks += 1
             if disk is not None:

@@ -234,7 +234,7 @@ def sandbox_problem() -> str | None:
     return None
 
 # %% ../../nbs/93b_sandbox.ipynb #isolation
-# Cheap on purpose: importing nbgrader costs seconds of CPU (20 s on a busy machine), finding it does not.
+# Cheap on purpose: importing nbgrader costs seconds of CPU, finding it does not.
 _CAN_RUN_GRADER = "import importlib.util as u, sys, numpy; sys.exit(not u.find_spec('nbgrader'))"
 
 @functools.cache
