@@ -182,6 +182,43 @@ def test_a_few_rows_are_added_without_a_plan_and_exactly(fresh, monkeypatch):
     np.testing.assert_array_equal(bits(out), bits(loop_reference(base, ids, rows)))
 
 
+@pytest.mark.parametrize("fresh", [True, False])
+@pytest.mark.parametrize("skip", [None, 0])
+def test_a_mid_size_job_with_few_levels_is_added_without_a_plan_and_exactly(fresh, skip, monkeypatch):
+    # 1,024 ids of 256 values into 10k rows (a batch's backward, new ids every step): up to 1 MiB
+    # of rows whose ids occur at most _FEW_LEVELS times are added level by level, with no plan
+    planned = []
+    monkeypatch.setattr(K, "id_runs", lambda *a: planned.append(a) or pytest.fail("planned"))
+    rng = np.random.default_rng(11)
+    ids = rng.integers(0, 10_000, 1024)
+    ids[[3, 50, 700, 1000, 1023]] = ids[0]                               # one id 6 times
+    ids[rng.random(1024) < 0.04] = 0                     # padding: skipped, or a heavy id
+    rows = rng.standard_normal((1024, 256), dtype=np.float32)
+    rows[::7] = -0.0
+    base = np.zeros((10_000, 256), np.float32) if fresh else rng.standard_normal(
+        (10_000, 256), dtype=np.float32)
+    keep = ids != skip
+    expected = loop_reference(base, ids[keep], rows[keep])
+    out = add_rows_at(np.full_like(base, np.nan) if fresh else base.copy(), ids, rows, fresh=fresh,
+                      skip=skip)
+    heavy = [0] if skip is None and not fresh else []      # a heavy id's rows are summed first
+    np.testing.assert_allclose(out[heavy], expected[heavy], rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(bits(np.delete(out, heavy, 0)), bits(np.delete(expected, heavy, 0)))
+    assert not planned and not K._plans
+
+
+def test_a_mid_size_job_with_an_id_seen_often_is_planned(monkeypatch):
+    planned = []
+    real_id_runs = K.id_runs
+    monkeypatch.setattr(K, "id_runs", lambda *a: planned.append(1) or real_id_runs(*a))
+    ids = np.random.default_rng(12).integers(0, 10_000, 1024)
+    ids[:K._FEW_LEVELS + 1] = 42                                          # seen once too often
+    rows = np.random.default_rng(13).standard_normal((1024, 256), dtype=np.float32)
+    out = scatter_add_rows(ids, rows, 10_000)
+    np.testing.assert_array_equal(bits(out), bits(loop_reference(np.zeros_like(out), ids, rows)))
+    assert planned
+
+
 @settings(max_examples=40, deadline=None)
 @given(num_rows=st.integers(1, 300), n=st.integers(0, 400), dim=st.integers(1, 4), seed=st.integers(0, 2**16),
        fresh=st.booleans())
@@ -875,3 +912,15 @@ def test_a_held_up_helper_writes_only_into_rows_nobody_reads(threads, monkeypatc
     writes[0](seen["first"])                              # the late helper's write lands now
     assert rows is not seen["first"]
     np.testing.assert_array_equal(rows, table[ids])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="no /proc/loadavg")
+def test_the_machine_is_read_without_opening_a_file_each_time(monkeypatch):
+    # a lookup that runs on one thread all the same pays for every reading: one pread, no open
+    monkeypatch.setattr(P, "_pool", {})
+    opened, real_open = [], os.open
+    monkeypatch.setattr(P.os, "open", lambda *a, **k: opened.append(a) or real_open(*a, **k))
+    readings = [P._read_running() for _ in range(3)]
+    assert all(isinstance(r, int) and r >= 0 for r in readings), readings
+    assert len(opened) == 1, opened
+    os.close(P._pool["loadavg"])

@@ -265,6 +265,14 @@ _CHUNK_BYTES = 1 << 19      # rows staged through a buffer of this size stay in 
 _FILL_CHUNK_BYTES = 1 << 20 # a table filled in row order is cut in parts of about this many bytes of gradient rows,
 _FILL_MAX_PARTS = 16        # ... but in at most this many parts (each costs ~10 NumPy calls)
 
+def _zero(a: np.ndarray):
+    """`a[...] = 0`, by the C library's `memset` when `a` is contiguous (a byte fill: ~1.6 times as
+    fast as NumPy's float32 fill); every value +0.0."""
+    if a.flags.c_contiguous:
+        a.reshape(-1).view(np.uint8).fill(0)
+    else:
+        a.fill(0)
+
 class _ScatterPlan(NamedTuple):
     "Where every row of a scatter-add goes, worked out once from the ids and shared by the threads."
     order: np.ndarray        # (n,) positions sorted by id (from id_runs)
@@ -295,7 +303,7 @@ def _scatter_rows(out, rows, plan, lo, hi, fresh):
     chunk = max(1, _CHUNK_BYTES // (rows.shape[1] * rows.itemsize))
     a, b = np.searchsorted(plan.first_dest, [lo, hi])
     if fresh:
-        out[lo:hi] = 0
+        _zero(out[lo:hi])
     buf = np.empty((chunk, rows.shape[1]), rows.dtype)                   # (chunk, dim)
     batches = [(plan.first_dest, plan.first_src, a, b, fresh)]
     for start, end in zip(plan.rep_bounds[:-1], plan.rep_bounds[1:]):
@@ -412,26 +420,73 @@ def _plan_for(ids, num_rows, row_bytes, fresh, skip) -> Optional[_Plan]:
 
 # %% ../../nbs/11b_row_kernels.ipynb #add-few-rows
 _FEW_ROWS = 32              # up to this many rows, np.add.at (~1.6 µs a row) beats any plan (~80 µs)
-_FEW_VALUES = 1 << 16       # rows of at most this many values (n × dim) skip the plan (~70-150 µs)
-_FEW_REPEATS = 1 << 11      # ... if the repeats after each id's first occurrence hold at most this
+_FEW_VALUES = 1 << 18       # rows of at most this many values (n × dim: 1 MiB of float32, never
+                            # shared among threads) skip the plan (~70-150 µs) if ...
+_FEW_REPEATS = 1 << 11      # ... the repeats after each id's first occurrence hold at most this,
+_FEW_LEVELS = 6             # ... or no id occurs more often than this, but for at most
+_FEW_HEAVY = 4              # ... this many ids seen more than HEAVY_REPEATS times (padding)
+_FEW_FILL_VALUES = 1 << 16  # a fresh table that more ids may fill in row order is not sorted here
 
-def _first_occurrences(ids: np.ndarray, num_rows: int, dim: int):
-    """`(distinct ids, where each first occurs)` when a small job's ids repeat little enough for
-    `np.add.at` (~10 ns a value) to add the repeats after each first occurrence; else None."""
-    if (ids.size - num_rows) * dim > _FEW_REPEATS:          # more ids than rows: that many repeats
+def _firsts(ids: np.ndarray, bound: int):
+    "`(distinct ids sorted, where each first occurs, how often each occurs)` for ids in `[0, bound)`."
+    order = stable_order(ids, bound)                        # a radix sort: faster than np.unique's
+    sorted_ids = ids[order]
+    is_start = np.empty(ids.size, bool)
+    is_start[:1] = True
+    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=is_start[1:])
+    starts = np.flatnonzero(is_start)
+    return sorted_ids[starts], order[starts], np.diff(starts, append=ids.size)
+
+def _first_occurrences(ids: np.ndarray, num_rows: int, dim: int, fresh: bool):
+    """`(distinct ids, where each first occurs, heavy ids)` when a small job's ids repeat little
+    enough to be added without a plan: the repeats after each first occurrence hold few values
+    (`np.add.at`, ~10 ns a value), or, but for a few heavy ids (seen more than `HEAVY_REPEATS`
+    times), no id occurs more than `_FEW_LEVELS` times (one fancy add per occurrence level) and,
+    `fresh`, the ids touch less than a quarter of the rows (else the plan fills the table in row
+    order, faster). Else None."""
+    if ids.size > (_FEW_LEVELS + HEAVY_REPEATS) * num_rows:
+        return None                                         # more ids than rows: that many repeats
+    if fresh and 4 * ids.size >= num_rows and ids.size * dim > _FEW_FILL_VALUES:
         return None
-    distinct, first = np.unique(ids, return_index=True)
-    return None if (ids.size - distinct.size) * dim > _FEW_REPEATS else (distinct, first)
+    distinct, first, counts = _firsts(ids, num_rows)
+    if (ids.size - distinct.size) * dim <= _FEW_REPEATS:
+        return distinct, first, distinct[:0]
+    heavy = counts > HEAVY_REPEATS
+    if fresh and 4 * distinct.size >= num_rows or heavy.sum() > _FEW_HEAVY:
+        return None
+    if counts.max(where=~heavy, initial=0) > _FEW_LEVELS:
+        return None
+    return distinct[~heavy], first[~heavy], distinct[heavy]
 
-def _add_few_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray,
-                  distinct: np.ndarray, first: np.ndarray) -> np.ndarray:
+def _add_few_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool,
+                  distinct: np.ndarray, first: np.ndarray, heavy: np.ndarray) -> np.ndarray:
     """`add_rows_at` without a plan: every id's first occurrence in one fancy add (distinct ids:
-    exact), then the repeats by `np.add.at` in the order they occurred: a plain loop's sums."""
-    out[distinct] += rows[first]
-    if distinct.size < ids.size:
-        later = np.ones(ids.size, bool)
-        later[first] = False
-        np.add.at(out, ids[later], rows[later])             # unbuffered, in occurrence order
+    exact), then the repeats one occurrence level at a time (each id's next occurrence: distinct
+    again) until few are left, and those by `np.add.at` in the order they occurred: a plain loop's
+    sums. Each `heavy` id's rows are summed on their own, in order, as the plan does. `fresh`:
+    `out` is zeros, and the first occurrences are written, not added (0 + row: -0.0 becomes +0.0)."""
+    if fresh:
+        staged = rows[first]
+        out[distinct] = np.add(staged, staged.dtype.type(0), out=staged)
+    else:
+        out[distinct] += rows[first]
+    if distinct.size + heavy.size == ids.size:              # no repeats
+        return out
+    later = np.ones(ids.size, bool)
+    later[first] = False
+    for row in heavy.tolist():
+        mine = ids == row
+        later &= ~mine
+        out[row] += _sum_in_order(rows[mine])
+    at = np.flatnonzero(later)                              # the repeats, in occurrence order
+    while at.size * rows.shape[1] > _FEW_REPEATS:
+        level, nexts, _ = _firsts(ids[at], out.shape[0])    # each id's next occurrence
+        out[level] += rows[at[nexts]]
+        left = np.ones(at.size, bool)
+        left[nexts] = False
+        at = at[left]
+    if at.size:
+        np.add.at(out, ids[at], rows[at])                   # unbuffered, in occurrence order
     return out
 
 
@@ -457,7 +512,7 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
     n, num_rows, skip = ids.size, out.shape[0], check_skip(skip, out.shape[0])
     if n <= _FEW_ROWS:      # sorting and planning would cost more than adding the rows one by one
         if fresh:
-            out.fill(0)
+            _zero(out)
         if skip is not None:
             keep = ids != skip
             ids, rows = ids[keep], rows[keep]
@@ -465,15 +520,15 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
         return out
     if n * (rows.size // n) <= _FEW_VALUES:        # a small job: a plan costs more than it saves
         few_ids, few_rows = (ids, rows) if skip is None else (ids[ids != skip], rows[ids != skip])
-        found = _first_occurrences(few_ids, num_rows, rows.size // n)
+        found = _first_occurrences(few_ids, num_rows, rows.size // n, fresh)
         if found is not None:
             if fresh:
-                out.fill(0)
-            return _add_few_rows(out, few_ids, few_rows, *found)
+                _zero(out)
+            return _add_few_rows(out, few_ids, few_rows, fresh, *found)
     plan = _plan_for(ids, num_rows, rows.shape[1] * rows.itemsize, fresh, skip)
     if plan is None:                               # every id was `skip`
         if fresh:
-            out.fill(0)
+            _zero(out)
     elif plan.fill:
         parts = range(len(plan.steps.bounds) // _LEVELS)
         run_parallel(_fill_part, [(out, rows, plan.steps, p) for p in parts], plan.parts)
