@@ -471,19 +471,23 @@ def _firsts(ids: np.ndarray, bound: int):
     starts = np.flatnonzero(is_start)
     return sorted_ids[starts], order[starts], np.diff(starts, append=ids.size)
 
-def _first_occurrences(ids: np.ndarray, num_rows: int, dim: int, fresh: bool):
-    """`(distinct ids, where each first occurs, heavy ids)` when a small job's ids repeat little
-    enough to be added without a plan: the repeats after each first occurrence hold few values
-    (`np.add.at`, ~10 ns a value), or, but for a few heavy ids (seen more than `HEAVY_REPEATS`
-    times), no id occurs more than `_FEW_LEVELS` times (one fancy add per occurrence level) and,
-    `fresh`, the ids touch less than a quarter of the rows (else the plan fills the table in row
-    order, faster). Else None."""
+def _first_occurrences(ids: np.ndarray, num_rows: int, dim: int, fresh: bool,
+                       skip: Optional[int] = None):
+    """`(distinct ids but `skip`, where each first occurs, heavy ids)` when a small job's ids
+    repeat little enough to be added without a plan: the repeats after each first occurrence hold
+    few values (`np.add.at`, ~10 ns a value), or, but for a few heavy ids (seen more than
+    `HEAVY_REPEATS` times), no id occurs more than `_FEW_LEVELS` times (one fancy add per
+    occurrence level) and, `fresh`, the ids touch less than a quarter of the rows (else the plan
+    fills the table in row order, faster). Else None."""
     if ids.size > (_FEW_LEVELS + HEAVY_REPEATS) * num_rows:
         return None                                         # more ids than rows: that many repeats
     if fresh and 4 * ids.size >= num_rows and ids.size * dim > _FEW_FILL_VALUES:
         return None
     distinct, first, counts = _firsts(ids, num_rows)
-    if (ids.size - distinct.size) * dim <= _FEW_REPEATS:
+    if skip is not None:                                    # the padding id: left out, no copy
+        kept = distinct != skip
+        distinct, first, counts = distinct[kept], first[kept], counts[kept]
+    if (counts.sum() - distinct.size) * dim <= _FEW_REPEATS:
         return distinct, first, distinct[:0]
     heavy = counts > HEAVY_REPEATS
     if fresh and 4 * distinct.size >= num_rows or heavy.sum() > _FEW_HEAVY:
@@ -494,11 +498,13 @@ def _first_occurrences(ids: np.ndarray, num_rows: int, dim: int, fresh: bool):
 
 # %% ../../nbs/11b_row_kernels.ipynb #add-few-levels
 def _add_few_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool,
-                  distinct: np.ndarray, first: np.ndarray, heavy: np.ndarray) -> np.ndarray:
+                  skip: Optional[int], distinct: np.ndarray, first: np.ndarray,
+                  heavy: np.ndarray) -> np.ndarray:
     """`add_rows_at` without a plan: every id's first occurrence in one fancy add (distinct ids:
     exact), then the repeats one occurrence level at a time (each id's next occurrence: distinct
     again) until few are left, and those by `np.add.at` in the order they occurred: a plain loop's
-    sums. Each `heavy` id's rows are summed on their own, in order, as the plan does. `fresh`:
+    sums. Each `heavy` id's rows are summed on their own, in order, as the plan does; `skip`'s
+    are left out. `fresh`:
     `out` is zeros, and the first occurrences are written, not added (0 + row: -0.0 becomes
     +0.0)."""
     if fresh:
@@ -506,9 +512,9 @@ def _add_few_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: boo
         out[distinct] = np.add(staged, staged.dtype.type(0), out=staged)
     else:
         out[distinct] += rows[first]
-    if distinct.size + heavy.size == ids.size:              # no repeats
+    if distinct.size + heavy.size == ids.size:              # no repeats, no `skip`
         return out
-    later = np.ones(ids.size, bool)
+    later = np.ones(ids.size, bool) if skip is None else ids != skip
     later[first] = False
     for row in heavy.tolist():
         mine = ids == row
@@ -554,12 +560,11 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
         np.add.at(out, ids, rows)                  # unbuffered, in index order: a plain loop
         return out
     if n * (rows.size // n) <= _FEW_VALUES:        # a small job: a plan costs more than it saves
-        few_ids, few_rows = (ids, rows) if skip is None else (ids[ids != skip], rows[ids != skip])
-        found = _first_occurrences(few_ids, num_rows, rows.size // n, fresh)
+        found = _first_occurrences(ids, num_rows, rows.size // n, fresh, skip)
         if found is not None:
             if fresh:
                 _zero(out)
-            return _add_few_rows(out, few_ids, few_rows, fresh, *found)
+            return _add_few_rows(out, ids, rows, fresh, skip, *found)
     plan = _plan_for(ids, num_rows, rows.shape[1] * rows.itemsize, fresh, skip)
     if plan is None:                               # every id was `skip`
         if fresh:
