@@ -469,7 +469,9 @@ def _firsts(ids: np.ndarray, bound: int):
     is_start[:1] = True
     np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=is_start[1:])
     starts = np.flatnonzero(is_start)
-    return sorted_ids[starts], order[starts], np.diff(starts, append=ids.size)
+    ends = np.empty_like(starts)                            # (np.diff(..., append=) costs 6 µs)
+    ends[:-1], ends[-1:] = starts[1:], ids.size
+    return sorted_ids[starts], order[starts], ends - starts
 
 def _first_occurrences(ids: np.ndarray, num_rows: int, dim: int, fresh: bool,
                        skip: Optional[int] = None):
