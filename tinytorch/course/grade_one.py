@@ -20,7 +20,7 @@ from tinytorch.course.gradebook import (
     write_submission_course,
 )
 from .grading_inputs import (
-    bounded_outputs, empty_parts, own_module_sandbox, repair_submission,
+    bounded_outputs, empty_parts, for_kernel, own_module_sandbox, repair_submission,
     unran_graded_cells as _unran_graded_cells)   # `93s_grading_inputs`
 from .late import LateWork, describe_lateness
 from .limits import Limits
@@ -146,7 +146,8 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None,
         result.answer_digests = answer_digests(submission)
         nbgrader_dir, recheck_dir = work / 'nbgrader', work / 'recheck'
         nbgrader_dir.mkdir(); recheck_dir.mkdir()
-        result.autograded = _autograde(setup, student, submission, nbgrader_dir, uid, result)
+        kernel_nb, result.not_run = for_kernel(submission)      # demonstrations left out
+        result.autograded = _autograde(setup, student, kernel_nb, nbgrader_dir, uid, result)
         tests = [p.grade_id for p in result.parts.values() if p.kind == 'test']
         try:
             verdicts = recheck_submission(submission,
@@ -168,6 +169,16 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None,
         result.seconds = time.perf_counter() - start
         result.workdir = work
 
+# %% ../../nbs/93w_grade_one.ipynb #not-run-note
+def _not_run_note(n: int) -> str:
+    "The feedback page's paragraph on the `n` code cells grading left out; '' when it ran them all."
+    if not n:
+        return ''
+    return (f"\n\n**Not run in grading: {n} code cell{'s' if n > 1 else ''}** of the lesson's "
+            "demonstrations, shown with `In [ ]:` and no output. No graded cell needs them and your "
+            "points come from the tests, so grading leaves them out; run them in your own notebook "
+            "to see what they show.")
+
 # %% ../../nbs/93w_grade_one.ipynb #feedback-page
 def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: set) -> Path | None:
     """Feedback HTML for one student: a score table, then their autograded notebook; None when it
@@ -185,5 +196,6 @@ def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: s
               "points.** Written answers are graded by your instructor."
               + (f" Handed in {describe_lateness(result.seconds_late)}: {result.late_penalty:g} "
                  "point(s) off for "
-                 "lateness." if result.seconds_late else '') + "\n\n" + '\n'.join(rows))
+                 "lateness." if result.seconds_late else '') + "\n\n" + '\n'.join(rows)
+              + _not_run_note(len(result.not_run)))
     return publish_feedback(nb, header, dest, hidden)

@@ -57,6 +57,8 @@ class StudentResult:
     # the grading log only: never shown to a student
     instructor_notes: list = field(default_factory=list)
     answer_digests: dict = field(default_factory=dict)     # grade_id -> digest of what it graded
+    # indices of the code cells nbgrader's run left out (`grading_inputs.for_kernel`)
+    not_run: list = field(default_factory=list)
 
     @property
     def points(self) -> float: return sum(p.nbgrader_points or 0 for p in self.parts.values())

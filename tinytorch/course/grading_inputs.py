@@ -27,7 +27,7 @@ from .sandbox import Sandbox
 # %% auto #0
 __all__ = ['GRADED_MIB', 'OUTPUT_CHARS', 'OUTPUTS_CHARS', 'repair_submission', 'as_handed_in', 'held_submission', 'empty_parts',
            'failed_alone', 'bounded_outputs', 'unran_graded_cells', 'exported_module', 'grading_package',
-           'own_module_sandbox']
+           'own_module_sandbox', 'demonstration_cells', 'for_kernel']
 
 # %% ../../nbs/93s_grading_inputs.ipynb #graded-ids
 def _graded_ids(nb: dict) -> dict:
@@ -217,3 +217,41 @@ def own_module_sandbox(sandbox: Sandbox | None, module: str, submission: dict,
     own.write_text(export_source(export_cells(submission)), encoding='utf-8')
     os.chmod(own, 0o644)                     # read in the sandbox by the run's user id
     return replace(sandbox, own_module=(own, Path(*module.split('.')).with_suffix('.py')))
+
+# %% ../../nbs/93s_grading_inputs.ipynb #kernel-cells
+import copy
+
+from .assignments import SKIP_TAG
+from .nbtests import NotebookCell, cells_needed
+from .notebooks import cell_directives
+
+def demonstration_cells(nb: dict) -> list:
+    """Indices of `nb`'s code cells nbgrader's run needn't run: neither graded nor locked by
+    nbgrader, nor exported, nor binding a name that a kept cell reads later; [] when a cell can't
+    be read."""
+    try:
+        cells = [NotebookCell(i, str(i), cell_source(c), cell_directives(c))
+                 for i, c in enumerate(nb['cells']) if c.get('cell_type') == 'code']
+        targets = [c for c in cells
+                   if c.exported or (nb['cells'][c.index].get('metadata') or {}).get('nbgrader')]
+        kept = {c.index for c in cells_needed(cells, targets)}
+    except Exception:          # a student's cell no analysis reads (too deep, too large): run all
+        return []
+    return [c.index for c in cells if c.index not in kept]
+
+def for_kernel(nb: dict) -> tuple:
+    """(a copy of `nb` for nbgrader's run, the indices of the cells it leaves out): each of
+    `demonstration_cells` tagged `SKIP_TAG`, the tag removed from every other cell."""
+    nb = copy.deepcopy(nb)
+    left_out = demonstration_cells(nb)
+    for i, cell in enumerate(nb['cells']):
+        meta = cell.get('metadata')
+        if not isinstance(meta, dict):
+            continue
+        tags = meta.get('tags')
+        if tags is not None:
+            meta['tags'] = [t for t in tags if isinstance(t, str) and t != SKIP_TAG] \
+                if isinstance(tags, list) else []
+        if i in left_out:
+            meta['tags'] = [*meta.get('tags', []), SKIP_TAG]
+    return nb, left_out
