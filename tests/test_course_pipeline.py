@@ -268,8 +268,8 @@ def test_clear_settles_an_export_that_does_not_import_in_one_action(graded, tmp_
 
 
 def test_a_correct_notebooks_feedback_has_no_traceback_and_no_grading_path(graded):
-    """The whole lesson handed in, correct: its demonstrations import the student's own module (`tinytorch.core.embeddings`)
-    and run; no error of the grading machinery and no folder of the grading machine is on the page."""
+    """The whole lesson handed in, correct: the cells nbgrader runs import the student's own module
+    (`tinytorch.core.embeddings`); no error of the grading machinery and no folder of the grading machine is on the page."""
     import html
     import re
     import tinytorch
@@ -281,6 +281,23 @@ def test_a_correct_notebooks_feedback_has_no_traceback_and_no_grading_path(grade
     nb = json.loads(graded["results"]["reference"].autograded.read_text())
     errors = [(c["id"], o["ename"]) for c in nb["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
     assert errors == [], errors
+
+
+def test_nbgraders_run_leaves_out_the_demonstrations_and_the_page_says_so(graded):
+    """The whole lesson handed in: nbgrader's run leaves out the lesson's demonstrations (no graded cell needs them; the
+    judge's verdicts decide the points), runs every graded, locked and exported cell, and the page says so."""
+    import html
+    r = graded["results"]["reference"]
+    nb = json.loads(r.autograded.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    left_out = {c["id"] for c in code if c["execution_count"] is None}
+    assert {"learn-run", "order-run", "profile-run", "pe-picture", "vocab-tradeoff"} <= left_out, left_out
+    assert left_out == {nb["cells"][i]["id"] for i in r.not_run}
+    assert not [c["id"] for c in code if c["id"] in left_out and c["outputs"]]
+    kept = [c["id"] for c in code if c["metadata"].get("nbgrader") or "#| export" in "".join(c["source"])]
+    assert kept and not set(kept) & left_out, set(kept) & left_out
+    page = html.unescape(r.feedback.read_text())
+    assert f"Not run in grading: {len(left_out)} code cells" in page, page[:3000]
 
 
 def test_stripped_metadata_is_flagged_and_still_graded(graded):
