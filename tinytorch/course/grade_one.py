@@ -146,7 +146,7 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None,
         result.answer_digests = answer_digests(submission)
         nbgrader_dir, recheck_dir = work / 'nbgrader', work / 'recheck'
         nbgrader_dir.mkdir(); recheck_dir.mkdir()
-        kernel_nb, result.not_run = for_kernel(submission)      # demonstrations left out
+        kernel_nb, result.not_run = for_kernel(submission, source)   # demonstrations out
         result.autograded = _autograde(setup, student, kernel_nb, nbgrader_dir, uid, result)
         tests = [p.grade_id for p in result.parts.values() if p.kind == 'test']
         try:

@@ -239,11 +239,14 @@ def demonstration_cells(nb: dict) -> list:
         return []
     return [c.index for c in cells if c.index not in kept]
 
-def for_kernel(nb: dict) -> tuple:
-    """(a copy of `nb` for nbgrader's run, the indices of the cells it leaves out): each of
-    `demonstration_cells` tagged `SKIP_TAG`, the tag removed from every other cell."""
+def for_kernel(nb: dict, source: dict) -> tuple:
+    """(a copy of `nb` for nbgrader's run, the indices of the cells it leaves out): each cell of
+    `demonstration_cells(nb)` whose id is a demonstration's in `source` tagged `SKIP_TAG`, the tag
+    removed from every other cell."""
     nb = copy.deepcopy(nb)
-    left_out = demonstration_cells(nb)
+    ids = {source['cells'][i].get('id') for i in demonstration_cells(source)}
+    left_out = [i for i in demonstration_cells(nb)
+                if isinstance(nb['cells'][i].get('id'), str) and nb['cells'][i]['id'] in ids]
     for i, cell in enumerate(nb['cells']):
         meta = cell.get('metadata')
         if not isinstance(meta, dict):
