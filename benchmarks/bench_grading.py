@@ -1,9 +1,18 @@
 """Grading cost: seconds per submission for stock nbgrader (one shared batch) vs `tinytorch grade`
 (isolated, checked, graded twice) with --jobs 1 and --jobs 2.
 
-    .venv/bin/python benchmarks/bench_grading.py [--n 20]
+    .venv/bin/python benchmarks/bench_grading.py [--n 20] [--rounds 1]
+    .venv/bin/python benchmarks/bench_grading.py --phases [--n 4]
     .venv/bin/python benchmarks/bench_grading.py --limits [--n 8] [--rounds 2]
     .venv/bin/python benchmarks/bench_grading.py --compare OTHER_CHECKOUT [--n 4] [--rounds 2]
+
+The three runs take turns (the order rotated each round, `--rounds`); each is also timed in CPU seconds of
+everything it started (a cgroup this process moves into, when one can be made: the sandboxed kernels that run
+as other users included), so the ratio to stock can be read on a shared machine too.
+
+`--phases` grades the class with `tinytorch grade --jobs 1` and splits each submission's CPU seconds (the same
+cgroup) into nbgrader's sandboxed run, the judge, the feedback page and the rest, then lists the kernel's
+slowest cells (the wall time nbclient recorded in the graded notebooks).
 
 `--limits` instead compares `tinytorch grade --jobs 2` with the default per-submission limits (memory,
 processes, disk) against the same run with every limit off, side by side (the order swapped each round),
@@ -53,19 +62,46 @@ def make_submissions(folder: Path, n: int) -> list:
     return students
 
 
-def stock_batch(submissions: Path, students: list, work: Path) -> float:
-    "Stock nbgrader: one course folder, one `nbgrader autograde` for the whole class."
+class OwnCpu:
+    """CPU seconds of this process and of everything it starts, whatever user or PID namespace they end up
+    in: a cgroup (v1 `cpuacct` or v2) this process moves into, when root can make one; else None."""
+    ROOTS = ((Path("/sys/fs/cgroup/cpuacct"), "cpuacct.usage", 1e-9), (Path("/sys/fs/cgroup"), "cpu.stat", 1e-6))
+
+    def __init__(self):
+        import os
+        self.group = None
+        for root, counter, unit in self.ROOTS:
+            if (root / counter).exists() and os.access(root, os.W_OK):
+                group = root / f"bench-grading-{os.getpid()}"
+                try:
+                    group.mkdir()
+                    (group / "cgroup.procs").write_text(str(os.getpid()))
+                except OSError:
+                    continue
+                self.group, self.counter, self.unit = group, counter, unit
+                break
+
+    def seconds(self):
+        if self.group is None:
+            return None
+        text = (self.group / self.counter).read_text()
+        return int(text if self.counter == "cpuacct.usage" else text.split()[1]) * self.unit
+
+
+def stock_batch(submissions: Path, students: list, work: Path, cpu=None):
+    """Stock nbgrader: one course folder, one `nbgrader autograde` for the whole class. (wall s, CPU s
+    or None) of the autograde alone, with `cpu` an `OwnCpu`."""
     course = write_course(work / "stock", [ROOT / "nbs" / "11_embeddings.ipynb"])
     assert run_nbgrader(course, "generate_assignment", "11_embeddings", "--force").returncode == 0
     for s in students:
         dest = course / "submitted" / s / "11_embeddings"
         dest.mkdir(parents=True)
         shutil.copy(submissions / s / "11_embeddings.ipynb", dest)
-    start = time.perf_counter()
+    c0, start = cpu.seconds() if cpu else None, time.perf_counter()
     run = run_nbgrader(course, "autograde", "11_embeddings")
-    elapsed = time.perf_counter() - start
+    elapsed, used = time.perf_counter() - start, cpu.seconds() if cpu else None
     assert run.returncode == 0, run.stderr[-2000:]
-    return elapsed
+    return elapsed, None if c0 is None else used - c0
 
 
 def sampled(fn):
@@ -172,35 +208,110 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=20)
     parser.add_argument("--limits", action="store_true", help="compare the default limits with none (--jobs 2)")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, help="default: 1, and 2 with --limits or --compare")
+    parser.add_argument("--phases", action="store_true", help="each submission's CPU seconds, by phase")
     parser.add_argument("--compare", metavar="DIR", help="another checkout (with its .venv) to compare with, side by side")
     args = parser.parse_args()
+    if args.rounds is None:
+        args.rounds = 1 if not (args.compare or args.limits) else 2
     if args.compare:
         return compare_trees(Path(args.compare), args.n, args.rounds)
     if args.limits:
         return compare_limits(args.n, args.rounds)
+    if args.phases:
+        return phases(args.n)
+    import os
+    cpu = OwnCpu()
+    names = ["stock nbgrader, shared batch", "tinytorch grade --jobs 1", "tinytorch grade --jobs 2"]
+    rows = {name: [] for name in names}
+    n = args.n
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        students = make_submissions(work / "submissions", args.n)
-        rows = {"stock nbgrader, shared batch": stock_batch(work / "submissions", students, work)}
-        for jobs in (1, 2):
-            start = time.perf_counter()
-            results, _ = grade(11, work / "submissions", ROOT / "nbs", work / f"course-j{jobs}", jobs=jobs,
-                               log=lambda *a: None)
-            rows[f"tinytorch grade --jobs {jobs}"] = time.perf_counter() - start
-            assert not any(r.failure for r in results), [r.failure for r in results if r.failure]
-    n = args.n
-    print(f"grading {n} submissions of 11_embeddings; isolation level: {isolation_level()}")
-    print(f"{'run':<32} {'total s':>8} {'s/submission':>13}")
-    for name, seconds in rows.items():
-        print(f"{name:<32} {seconds:>8.1f} {seconds / n:>13.2f}")
-    j1, j2 = rows["tinytorch grade --jobs 1"], rows["tinytorch grade --jobs 2"]
-    stock = rows["stock nbgrader, shared batch"]
-    print(f"--jobs 2 speed-up over --jobs 1: {j1 / j2:.2f}x")
-    print(f"isolation + checks + second channel cost per submission vs stock: {(j1 - stock) / n:+.2f} s (--jobs 1)")
+        students = make_submissions(work / "submissions", n)
+        for r in range(args.rounds):
+            for name in names[r % 3:] + names[:r % 3]:
+                load, c0, start = os.getloadavg()[0], cpu.seconds(), time.perf_counter()
+                if name.startswith("stock"):      # the autograde alone, as before
+                    wall, used = stock_batch(work / "submissions", students, work / f"stock-{r}", cpu)
+                    rows[name].append({"wall": wall, "cpu": used, "load": load})
+                    continue
+                else:
+                    jobs = int(name[-1])
+                    results, _ = grade(11, work / "submissions", ROOT / "nbs", work / f"course-j{jobs}-{r}",
+                                       jobs=jobs, log=lambda *a: None)
+                    assert not any(x.failure for x in results), [x.failure for x in results if x.failure]
+                wall, used = time.perf_counter() - start, cpu.seconds()
+                rows[name].append({"wall": wall, "cpu": None if c0 is None else used - c0, "load": load})
+    print(f"grading {n} submissions of 11_embeddings, {args.rounds} round(s); isolation level: {isolation_level()}"
+          + ("" if cpu.group else "; no cgroup could be made: no CPU seconds"))
+    print(f"{'run':<32} {'round':>5} {'total s':>8} {'s/submission':>13} {'CPU s/submission':>17} {'load':>5}")
+    for name in names:
+        for r, x in enumerate(rows[name]):
+            used = f"{x['cpu'] / n:.2f}" if x["cpu"] is not None else "-"
+            print(f"{name:<32} {r:>5} {x['wall']:>8.1f} {x['wall'] / n:>13.2f} {used:>17} {x['load']:>5.2f}")
+    med = lambda name, key: sorted(x[key] for x in rows[name])[len(rows[name]) // 2]
+    stock, j1, j2 = (med(name, "wall") for name in names)
+    print(f"wall, medians: --jobs 1 {j1 / stock:.2f}x stock, --jobs 2 {j2 / stock:.2f}x stock; "
+          f"--jobs 2 speed-up over --jobs 1: {j1 / j2:.2f}x")
+    if cpu.group:
+        stock_cpu, j1_cpu = med(names[0], "cpu"), med(names[1], "cpu")
+        print(f"CPU, medians: --jobs 1 {j1_cpu / stock_cpu:.2f}x stock ({j1_cpu / n:.2f} against "
+              f"{stock_cpu / n:.2f} CPU s per submission)")
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "grading.json").write_text(json.dumps({"n": n, "seconds": rows, "isolation": isolation_level()}, indent=1))
+    (out / "grading.json").write_text(json.dumps({"n": n, "runs": rows, "isolation": isolation_level()}, indent=1))
+
+
+def phases(n: int):
+    "Each submission's CPU seconds in `tinytorch grade --jobs 1`, split by phase; the kernel's slowest cells."
+    from datetime import datetime
+    import tinytorch.course.grade_one as one
+    import tinytorch.course.grading as grading
+    cpu = OwnCpu()
+    assert cpu.group is not None, "--phases needs a cgroup of its own (root, cgroup v1 cpuacct or v2)"
+    totals = {}
+
+    def counted(module, name, label):
+        fn, totals[label] = getattr(module, name), [0.0, 0.0]
+
+        def wrapper(*args, **kwargs):
+            c0, t0 = cpu.seconds(), time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                d = totals.setdefault(label, [0.0, 0.0])
+                d[0], d[1] = d[0] + cpu.seconds() - c0, d[1] + time.perf_counter() - t0
+        setattr(module, name, wrapper)
+
+    counted(grading, "set_up_grading", "setting up the run (once)")
+    counted(grading, "grade_one", "grade_one, in all")
+    counted(one, "_run_autograde", "  nbgrader's sandboxed run")
+    counted(one, "recheck_submission", "  the judge (server and judge)")
+    counted(grading, "_publish", "publishing, in all")
+    counted(grading, "write_feedback", "  the feedback page")
+    cells = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        make_submissions(work / "submissions", n)
+        c0, t0 = cpu.seconds(), time.perf_counter()
+        results, _ = grading.grade(11, work / "submissions", ROOT / "nbs", work / "course", jobs=1,
+                                   log=lambda *a: None)
+        used, wall = cpu.seconds() - c0, time.perf_counter() - t0
+        when = lambda text: datetime.fromisoformat(text.replace("Z", "+00:00"))
+        for r in results:
+            for cell in json.loads(Path(r.autograded).read_text())["cells"]:
+                ran = cell.get("metadata", {}).get("execution", {})
+                if "iopub.execute_input" in ran and "shell.execute_reply" in ran:
+                    took = (when(ran["shell.execute_reply"]) - when(ran["iopub.execute_input"])).total_seconds()
+                    cells[cell.get("id")] = cells.get(cell.get("id"), 0.0) + took
+    print(f"tinytorch grade --jobs 1, {n} submissions of 11_embeddings: {used:.1f} CPU s, {wall:.1f} wall s "
+          f"({used / n:.2f} and {wall / n:.2f} per submission, the run's set-up included)")
+    print(f"{'phase':<36} {'CPU s/submission':>17} {'wall s/submission':>18}")
+    for label, (c, w) in totals.items():
+        print(f"{label:<36} {c / n:>17.2f} {w / n:>18.2f}")
+    print(f"the kernel's cells: {sum(cells.values()) / n:.2f} wall s per submission; the slowest:")
+    for cid, took in sorted(cells.items(), key=lambda kv: -kv[1])[:8]:
+        print(f"  {cid:<32} {took / n:6.2f}")
 
 
 if __name__ == "__main__":

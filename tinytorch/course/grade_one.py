@@ -175,9 +175,9 @@ def _not_run_note(n: int) -> str:
     if not n:
         return ''
     return (f"\n\n**Not run in grading: {n} code cell{'s' if n > 1 else ''}** of the lesson's "
-            "demonstrations, shown with `In [ ]:` and no output. No graded cell needs them and your "
-            "points come from the tests, so grading leaves them out; run them in your own notebook "
-            "to see what they show.")
+            "demonstrations, shown with `In [ ]:` and no output. No graded cell needs them and "
+            "your points come from the tests, so grading leaves them out; run them in your own "
+            "notebook to see what they show.")
 
 # %% ../../nbs/93w_grade_one.ipynb #feedback-page
 def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: set) -> Path | None:
