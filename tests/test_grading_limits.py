@@ -1,7 +1,7 @@
 """`tinytorch grade --jobs 2` in its sandbox, run as an instructor would, on one class graded from a private (mode 700)
 folder as root and as a user who is not root. The class holds a runaway of each kind (memory, processes, disk, /tmp;
 as the user who is not root, all but memory: see NOT_ROOT_CLASS): honest submissions keep full marks (as root the
-reference hands in the whole lesson, its profiling cells included), each runaway is stopped at its limit and named in
+reference hands in the whole lesson, whose demonstrations grading leaves out), each runaway is stopped at its limit and named in
 its row, the graders' memory stays under jobs x limit + the grader's own, and nothing is left on disk. It also holds a
 vandal and a snoop: nothing outside the vandal's own work folder changes, and the snoop reads no course file and
 reaches no network.
@@ -31,7 +31,7 @@ from tinytorch.course.leaks import find_leaks, notebook_text, secret_lines  # no
 from tinytorch.course.limits import tree_memory  # noqa: E402
 
 HONEST = ["reference", "honest-tmp"]
-WHOLE_LESSON = ["reference"]          # the lesson's demonstrations too: its profiling cells are an honest run's peak
+WHOLE_LESSON = ["reference"]          # the lesson's demonstrations too (handed in, left out of grading's run)
 RUNAWAYS = ["runaway-memory", "runaway-processes", "runaway-disk", "runaway-tmp"]
 CLASS = list(dict.fromkeys(HONEST + RUNAWAYS + STUDENTS))      # STUDENTS: the vandal, the snoop and their classmates
 # Graded as the instructor who is not root, the sandbox stands alone (no unprivileged uid) and the process limit counts
