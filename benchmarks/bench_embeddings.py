@@ -58,6 +58,17 @@ drifts by 20% or more over a run; other rows use the bandwidth measured once at 
 thread and all threads). Prints one table and writes JSON to benchmarks/results/.
 PyTorch is optional: without it only our numbers are printed.
 
+The grid (--grid, --grid-only; --load idle,busy) races each comparison on its own, paired: ours
+against NumPy's checked table[ids] (forward), torch, our one-thread path, and ours against itself
+(the A/A control), the two contenders alternating call by call (A, B, A, B, ... in rounds of 4
+pairs, B first in every other round), so that both see the same moments of the machine. The ratio
+is the median of the per-pair ratios, with their middle half; each contender's median time beside
+it. On a loaded machine a call either keeps its core or loses it for a time slice, so the times of
+one contender fall into two groups, and the median of a few dozen calls per contender lands in one
+or the other: two independent medians of the same code differed by up to 2.9x, while a pair's two
+calls, back to back, mostly share their fate. The A/A control shows what the method reports for
+no difference at all: it must come out at 1.00 within its spread, idle and busy.
+
 Why a random order: a kernel timed right after the other framework's pays for the cores and
 caches that one left behind. Measured on the 2-core machine (10k forward, 150 rounds): ours took
 1.46-1.57 ms after ours but 1.68-1.82 ms right after torch; torch took 1.31-1.49 ms after torch
@@ -610,41 +621,83 @@ def grid_rounds(n_ids, rounds):
     return max(15, rounds if n_ids <= 8192 else rounds // 2)
 
 
+PAIRS_PER_ROUND = 4       # a paired race's round: A, B, A, B, A, B, A, B (B first in every other round)
+
+
+def paired_samples(a, b, pairs, setup=None, warmup=2):
+    """ms of `pairs` calls of `a` and of `b`, taken in pairs: within a round the two alternate call by
+    call (A, B, A, B, ...), and every other round starts with B, so that each pair sees the same
+    moments of the machine and neither always runs right after the other. `setup()` runs untimed
+    before each call. Returns (a's times, b's times); pair i is (a[i], b[i])."""
+    ta, tb, done = [], [], 0
+    rounds = -(-pairs // PAIRS_PER_ROUND) + warmup
+    for r in range(rounds):
+        order = ((a, ta), (b, tb)) if r % 2 == 0 else ((b, tb), (a, ta))
+        for _ in range(PAIRS_PER_ROUND):
+            if r >= warmup and done >= pairs:
+                break
+            for fn, out in order:
+                if setup:
+                    setup()
+                t = timed(fn) * 1e3
+                if r >= warmup:
+                    out.append(t)
+            done += r >= warmup
+    return ta, tb
+
+
+def pair_ratio(ta, tb):
+    "[median, 25th, 75th percentile] of the per-pair ratios a / b."
+    q = np.percentile(np.divide(ta, tb), [50, 25, 75])
+    return [float(x) for x in q]
+
+
+def grid_comparisons(fns, op, control=True):
+    """The paired races of one grid cell: (A, B) names. `ours` against NumPy (forward only), torch,
+    its own one-thread path, and itself (the A/A control: the same function as both contenders,
+    which must come out at 1.00 within its spread); `before` likewise when present."""
+    out = []
+    for who in ("ours", "before"):
+        if who not in fns:
+            continue
+        if control and who == "ours":
+            out.append((who, who))
+        out += [(who, peer) for peer in ("NumPy", "torch", who + ", 1 thread") if peer in fns]
+    return out
+
+
 def bench_grid(rounds, use_torch, loads, busy_processes, before=None,
                ops=("forward", "fwd + dense bwd"), sizes=None, fresh=False):
     """Forward and forward + dense backward on GRID (`sizes`: the indices to run, default all), idle
     and with `busy_processes` CPU-bound processes, the two conditions interleaved: for each size and
-    operation, the idle race, then the busy one, so that other work on the machine weighs on both
-    alike. Every contender once per round in a new random order; medians, and the middle half of
-    the per-round ratios; the load average at the start and the end of each race."""
+    operation, the idle races, then the busy ones. Each comparison is a paired race of its own
+    (`paired_samples`: the two contenders alternate call by call, the order swapped every round):
+    the ratio is the median of the per-pair ratios, with their middle half (25-75%), and each
+    contender's median time; the A/A control races `ours` against itself. The load average at the
+    start and the end of each cell."""
     rows = []
     for index, (label, vocab, dim, shape) in enumerate(GRID):
         if sizes is not None and index not in sizes:
             continue
-        n_rounds = grid_rounds(int(np.prod(shape)), rounds)
+        n_pairs = grid_rounds(int(np.prod(shape)), rounds)
         contenders, forget = grid_contenders(vocab, dim, shape, use_torch, before, fresh)
         for op in ops:
+            fns = contenders[op]
+            setup = None if op == "forward" else forget
             for load in loads:
                 busy = load == "busy"
                 with BackgroundLoad(busy_processes) if busy else contextlib.nullcontext():
-                    fns, load_at_start = contenders[op], os.getloadavg()[0]
-                    samples = interleaved_samples(fns, n_rounds, setup=None if op == "forward" else forget)
-                    load_at_end = os.getloadavg()[0]
-                med = {name: float(np.median(s)) for name, s in samples.items()}
-                def paired(a, b):
-                    if a not in samples or b not in samples:
-                        return None
-                    q = np.percentile(np.divide(samples[a], samples[b]), [25, 75])
-                    return [med[a] / med[b], float(q[0]), float(q[1])]
-                row = {"load": load, "size": label, "vocab": vocab, "dim": dim, "ids": list(shape),
-                       "op": op, "rounds": n_rounds, "fresh_ids": fresh, "ms": med,
-                       "loadavg_start": load_at_start, "loadavg": load_at_end}
-                for who in ("ours", "before"):
-                    row[who + " / NumPy"] = paired(who, "NumPy") if op == "forward" else None
-                    row[who + " / torch"] = paired(who, "torch")
-                    row[who + " / 1 thread"] = paired(who, who + ", 1 thread")
-                rows.append(row)
-                print_grid_row(row)
+                    load_at_start = os.getloadavg()[0]
+                    for a, b in grid_comparisons(fns, op):
+                        ta, tb = paired_samples(fns[a], fns[b], n_pairs, setup)
+                        row = {"load": load, "size": label, "vocab": vocab, "dim": dim,
+                               "ids": list(shape), "op": op, "pairs": n_pairs, "fresh_ids": fresh,
+                               "a": a, "b": "A/A control" if a == b else b,
+                               "a_ms": float(np.median(ta)), "b_ms": float(np.median(tb)),
+                               "ratio": pair_ratio(ta, tb), "loadavg_start": load_at_start,
+                               "loadavg": os.getloadavg()[0]}
+                        rows.append(row)
+                        print_grid_row(row)
     return rows
 
 
@@ -686,21 +739,16 @@ def _ratio(r):
 
 
 def print_grid_row(row):
-    ms = row["ms"]
-    torch_ms = f"{ms['torch']:.3f}" if "torch" in ms else "-"
-    numpy_ms = f"{ms['NumPy']:.3f}" if "NumPy" in ms else "-"
-    line = (f"| {row['load']:<4} | {row['size']:<19} | {row['op']:<15} | {ms['ours']:8.3f} | {ms['ours, 1 thread']:8.3f} | "
-            f"{numpy_ms:>8} | {torch_ms:>8} | {_ratio(row['ours / NumPy']):<16} | {_ratio(row['ours / torch']):<16} | "
-            f"{_ratio(row['ours / 1 thread']):<16} |")
-    if "before" in ms:
-        line += (f" {ms['before']:8.3f} | {_ratio(row['before / NumPy']):<16} | {_ratio(row['before / torch']):<16} | "
-                 f"{_ratio(row['before / 1 thread']):<16} |")
-    start = row.get("loadavg_start", row["loadavg"])
-    print(line + f" {start:.1f}-{row['loadavg']:.1f}", flush=True)
+    r = row["ratio"]
+    b = row["a"] if row["b"] == "A/A control" else row["b"]
+    print(f"| {row['load']:<4} | {row['size']:<19} | {row['op']:<15} | {row['a']:<6} | "
+          f"{row['b']:<16} | {row['a_ms']:8.3f} | {row['b_ms']:8.3f} | "
+          f"{r[0]:.2f} ({r[1]:.2f}-{r[2]:.2f}) | {row['pairs']:5d} | "
+          f"{row['loadavg_start']:.1f}-{row['loadavg']:.1f} |", flush=True)
 
 
-GRID_HEADER = ("| load | size (table, ids)   | operation       |  ours ms | 1 thread |  NumPy ms | torch ms | "
-               "ours/NumPy       | ours/torch       | ours/1 thread    |")
+GRID_HEADER = ("| load | size (table, ids)   | operation       | A      | B                |     A ms "
+               "|     B ms | A/B per pair     | pairs | load    |")
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -719,7 +767,8 @@ def main():
                         help="also race the grid of sizes (128 ids to the largest table) idle and busy, with NumPy's "
                              "table[ids] and our own one-thread path as peers")
     parser.add_argument("--grid-only", action="store_true", help="the grid alone (no targets, no details)")
-    parser.add_argument("--grid-rounds", type=int, default=40, help="rounds per grid race (half for the big sizes)")
+    parser.add_argument("--grid-rounds", type=int, default=40,
+                        help="pairs per paired race of the grid (half for the big sizes)")
     parser.add_argument("--grid-ops", default="forward,fwd + dense bwd", help="the grid's operations (comma-separated)")
     parser.add_argument("--load", default="idle,busy", help="the grid's conditions: idle, busy or both (idle,busy)")
     parser.add_argument("--grid-sizes", default=None,
@@ -773,11 +822,12 @@ def main():
         grid = profiler_check(args.grid_rounds)
         args.grid, args.grid_only = False, True          # nothing else
     if (args.grid or args.grid_only) and not grid:
-        print(f"Grid: medians of interleaved rounds; ratio (middle half of the per-round ratios); busy = "
-              f"{args.busy_processes} CPU-bound processes, idle and busy races alternating; ids: "
-              f"{'a new batch every call' if args.fresh_ids else 'the same every call'}; "
-              f"load average at the start and the end of each race")
-        print(GRID_HEADER + (" before ms | before/NumPy | before/torch | before/1 thread |" if before else "") + " load")
+        print(f"Grid: paired races (A and B alternate call by call, B first in every other round of "
+              f"{PAIRS_PER_ROUND} pairs); A/B = median of the per-pair ratios (middle half); A ms, B ms = "
+              f"medians; busy = {args.busy_processes} CPU-bound processes, idle and busy alternating "
+              f"cell by cell; ids: {'a new batch every call' if args.fresh_ids else 'the same every call'}"
+              f"; load average at the start and the end of each race")
+        print(GRID_HEADER)
         grid = bench_grid(args.grid_rounds, use_torch, loads, args.busy_processes, before,
                           [o.strip() for o in args.grid_ops.split(",")], sizes, args.fresh_ids)
     for name in (names if not args.grid_only else []):
