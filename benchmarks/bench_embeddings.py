@@ -834,7 +834,7 @@ def main():
     targets, fixed, grid = [], [], []
     if args.profiler_check:
         print("The profiler (10 repeats, as `tinytorch demo` runs it) and this script's race "
-              f"(medians of {args.grid_rounds} rounds), taking turns; fresh ids every call; ms")
+              f"(paired, {args.grid_rounds} pairs), taking turns; fresh ids every call; ms")
         print("| size                | turn | profiler | its NumPy | ratio | bench ms | its NumPy "
               "| ratio | load")
         grid = profiler_check(args.grid_rounds)
