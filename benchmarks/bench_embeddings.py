@@ -630,14 +630,14 @@ def grid_rounds(n_ids, rounds):
     return max(15, rounds if n_ids <= 8192 else rounds // 2)
 
 
-PAIRS_PER_ROUND = 4       # a paired race's round: A, B, A, B, A, B, A, B (B first in every other round)
+PAIRS_PER_ROUND = 4       # a paired race's round: A, B, A, B, ... (B first every other round)
 
 
 def paired_samples(a, b, pairs, setup=None, warmup=2):
-    """ms of `pairs` calls of `a` and of `b`, taken in pairs: within a round the two alternate call by
-    call (A, B, A, B, ...), and every other round starts with B, so that each pair sees the same
-    moments of the machine and neither always runs right after the other. `setup()` runs untimed
-    before each call. Returns (a's times, b's times); pair i is (a[i], b[i])."""
+    """ms of `pairs` calls of `a` and of `b`, taken in pairs: within a round the two alternate
+    call by call (A, B, A, B, ...), and every other round starts with B, so that each pair sees
+    the same moments of the machine and neither always runs right after the other. `setup()`
+    runs untimed before each call. Returns (a's times, b's times); pair i is (a[i], b[i])."""
     ta, tb, done = [], [], 0
     rounds = -(-pairs // PAIRS_PER_ROUND) + warmup
     for r in range(rounds):
@@ -765,8 +765,8 @@ def print_grid_row(row):
           f"{row['loadavg_start']:.1f}-{row['loadavg']:.1f} |", flush=True)
 
 
-GRID_HEADER = ("| load | size (table, ids)   | operation       | A      | B                |     A ms "
-               "|     B ms | A/B per pair     | pairs | load    |")
+GRID_HEADER = ("| load | size (table, ids)   | operation       | A      | B                "
+               "|     A ms |     B ms | A/B per pair     | pairs | load    |")
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -840,11 +840,12 @@ def main():
         grid = profiler_check(args.grid_rounds)
         args.grid, args.grid_only = False, True          # nothing else
     if (args.grid or args.grid_only) and not grid:
-        print(f"Grid: paired races (A and B alternate call by call, B first in every other round of "
-              f"{PAIRS_PER_ROUND} pairs); A/B = median of the per-pair ratios (middle half); A ms, B ms = "
-              f"medians; busy = {args.busy_processes} CPU-bound processes, idle and busy alternating "
-              f"cell by cell; ids: {'a new batch every call' if args.fresh_ids else 'the same every call'}"
-              f"; load average at the start and the end of each race")
+        ids = "a new batch every call" if args.fresh_ids else "the same every call"
+        print(f"Grid: paired races (A and B alternate call by call, B first in every other "
+              f"round of {PAIRS_PER_ROUND} pairs); A/B = median of the per-pair ratios (middle "
+              f"half); A ms, B ms = medians; busy = {args.busy_processes} CPU-bound processes, "
+              f"idle and busy alternating cell by cell; ids: {ids}; load average at the start "
+              f"and the end of each race")
         print(GRID_HEADER)
         grid = bench_grid(args.grid_rounds, use_torch, loads, args.busy_processes, before,
                           [o.strip() for o in args.grid_ops.split(",")], sizes, args.fresh_ids)
