@@ -1,4 +1,4 @@
-"""Feedback pages: CPU seconds per page for `tinytorch.course.feedback.render_feedback` vs stock nbconvert
+"""Feedback pages: CPU seconds per page for `tinytorch.course.grading.feedback.render_feedback` vs stock nbconvert
 (`HTMLExporter(template_name='classic', sanitize_html=True)`, a new exporter per page, its own cleaner), side by side.
 
     .venv/bin/python benchmarks/bench_feedback.py [--pages 5] [--rounds 2]
@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from tinytorch.course.feedback import render_feedback
+from tinytorch.course.grading.feedback import render_feedback
 
 ROOT = Path(__file__).resolve().parents[1]
 

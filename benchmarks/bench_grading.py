@@ -40,10 +40,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from course_scenarios import build  # noqa: E402
-from tinytorch.course.assignments import release, run_nbgrader, write_course  # noqa: E402
-from tinytorch.course.grading import grade  # noqa: E402
-from tinytorch.course.sandbox import isolation_level  # noqa: E402
-from tinytorch.course.limits import Limits, format_size, tree_memory  # noqa: E402
+from tinytorch.course.authoring.assignments import release, run_nbgrader, write_course  # noqa: E402
+from tinytorch.course.grading.grading import grade  # noqa: E402
+from tinytorch.course.isolation.sandbox import isolation_level  # noqa: E402
+from tinytorch.course.isolation.limits import Limits, format_size, tree_memory  # noqa: E402
 
 
 def make_submissions(folder: Path, n: int) -> list:
@@ -159,7 +159,7 @@ def compare_limits(n: int, rounds: int):
 def compare_trees(other: Path, n: int, rounds: int):
     "CPU and wall seconds per submission of `tinytorch grade --jobs 1` from this checkout and from `other`, side by side."
     from bench_shards import CpuMeter, LoadSampler
-    from tinytorch.course.shards import shard_of
+    from tinytorch.course.grading.shards import shard_of
     trees = {"this": ROOT, "other": Path(other).resolve()}
     runs = {name: {"fixed": [], "class": [], "again": []} for name in trees}
     with tempfile.TemporaryDirectory() as tmp:
@@ -265,8 +265,8 @@ def main():
 def phases(n: int):
     "Each submission's CPU seconds in `tinytorch grade --jobs 1`, split by phase; the kernel's slowest cells."
     from datetime import datetime
-    import tinytorch.course.grade_one as one
-    import tinytorch.course.grading as grading
+    import tinytorch.course.grading.grade_one as one
+    import tinytorch.course.grading.grading as grading
     cpu = OwnCpu()
     assert cpu.group is not None, "--phases needs a cgroup of its own (root, cgroup v1 cpuacct or v2)"
     totals = {}

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_grading import make_submissions  # noqa: E402
-from tinytorch.course.shards import shard_of  # noqa: E402
+from tinytorch.course.grading.shards import shard_of  # noqa: E402
 
 TINYTORCH = Path(sys.executable).parent / "tinytorch"
 

@@ -1,6 +1,6 @@
 # Sphinx configuration of the tinytorch docs site.
 #
-# Built by `tinytorch.course.docs.build_docs` (nbs/94_docs.ipynb), which copies this folder into a
+# Built by `tinytorch.course.site.docs.build_docs` (nbs/course/site/docs.ipynb), which copies this folder into a
 # staging folder next to the executed, solution-free copies of the notebooks and runs
 # `sphinx-build -W`. Don't run sphinx-build on this folder directly: the module pages and the API
 # reference are generated at staging time.
@@ -58,8 +58,8 @@ def setup(app):
     import json
     from pathlib import Path
 
-    from tinytorch.course.docs import LINK_TARGETS_FILE
-    from tinytorch.course.docs_api import autodoc_docstring
+    from tinytorch.course.site.docs import LINK_TARGETS_FILE
+    from tinytorch.course.site.docs_api import autodoc_docstring
 
     path = Path(__file__).with_name(LINK_TARGETS_FILE)
     targets = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}

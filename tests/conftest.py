@@ -154,7 +154,7 @@ def release_11(tmp_path_factory) -> Path:
     """The student release of module 11 from nbs/, built once per test run (nbgrader runs once, not once per
     test file or worker): the path of the released notebook. Tests read it and write their own copies; none changes it."""
     require("nbgrader")
-    from tinytorch.course.assignments import release
+    from tinytorch.course.authoring.assignments import release
     return built_once(tmp_path_factory, "release-11", lambda folder: release(11, ROOT / "nbs", folder, cell_timeout=30))
 
 

@@ -228,7 +228,7 @@ _fill_tmp()
 # list of students leaves them out.
 LIMITS_ONLY = ("honest-tmp", *(f"runaway-{kind}" for kind in RUNAWAYS))
 
-# Two students that land in different shards of two (tinytorch.course.shards.shard_of): full marks and zero. The
+# Two students that land in different shards of two (tinytorch.course.grading.shards.shard_of): full marks and zero. The
 # session graded once as one machine grades them (tests/conftest.py: `graded_pair`).
 PAIR = ("reference", "untouched")
 # graded once per run by tests/conftest.py's `graded_more`, for the platforms' graders to be compared with: one part
@@ -386,7 +386,7 @@ if __name__ == "__main__":
     import tempfile
     from pathlib import Path
 
-    from tinytorch.course.assignments import release as make_release
+    from tinytorch.course.authoring.assignments import release as make_release
 
     out = Path(sys.argv[1]).resolve()
     nbs = Path(__file__).resolve().parents[1] / "nbs"

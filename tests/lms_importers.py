@@ -3,8 +3,8 @@ course's exports are checked against (tests/test_lms_exports.py and the end-to-e
 package: an instructor's install never runs them."""
 from pathlib import Path
 
-from tinytorch.course.errors import BadInput
-from tinytorch.course.vocabulary import read_csv_lines
+from tinytorch.course.basics.errors import BadInput
+from tinytorch.course.basics.vocabulary import read_csv_lines
 
 _CANVAS_NOT_ASSIGNMENTS = {'Student', 'ID', 'SIS User ID', 'SIS Login ID', 'Integration ID', 'Section', 'Root Account',
                            'Current Points', 'Final Points', 'Current Score', 'Final Score', 'Current Grade', 'Final Grade'}

@@ -112,7 +112,7 @@ def program(text: str, token: str) -> str:
 
 def run(uid, text: str, *args, token: str = "00000000", limits=None):
     "(the CompletedProcess of `text` run in the grading sandbox with `args`, its stdout as JSON or None)."
-    from tinytorch.course.sandbox import Sandbox, run_isolated
+    from tinytorch.course.isolation.sandbox import Sandbox, run_isolated
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "probe.py").write_text(program(text, token))
@@ -135,7 +135,7 @@ def forget(token: str):
 
 
 def probe(uid) -> dict:
-    from tinytorch.course.limits import Limits
+    from tinytorch.course.isolation.limits import Limits
     token = secrets.token_hex(4)
     out = {}
     try:
@@ -165,7 +165,7 @@ def probe(uid) -> dict:
 
 if __name__ == "__main__":
     if sys.argv[1] == "uid":
-        from tinytorch.course.sandbox import claimed_uids
+        from tinytorch.course.isolation.sandbox import claimed_uids
         with claimed_uids(1) as (job_uid,):
             print(json.dumps(probe(job_uid)))
     else:

@@ -19,9 +19,9 @@ require("nbgrader")
 jsonschema = require("jsonschema")
 
 from course_scenarios import MORE, MY_END, build, demo_cells, odd_dim_cosines, replace, without_demos  # noqa: E402
-from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
-from tinytorch.course.grade_table import grades_by_student  # noqa: E402
-from tinytorch.course.sandbox import _python_folders  # noqa: E402
+from tinytorch.course.authoring.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
+from tinytorch.course.grading.grade_table import grades_by_student  # noqa: E402
+from tinytorch.course.isolation.sandbox import _python_folders  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "nbs" / "11_embeddings.ipynb"
@@ -269,7 +269,9 @@ def test_prairielearn_question_enables_external_grading(built):
 def test_the_grader_ships_its_course_with_both_gradebooks_generated(target, built, tmp_path, monkeypatch):
     """Each grader ships the course its runs grade in, both gradebooks generated when it was built: a run's copy of it
     generates nothing; the template holds no hidden test and no solution line."""
-    from tinytorch.course import assignments, generation_cache, gradebook
+    from tinytorch.course.authoring import assignments
+    from tinytorch.course.basics import generation_cache
+    from tinytorch.course.grading import gradebook
     grader = built[target] / ("grader" if target == "gradescope" else "questions/11_embeddings/tests/grader")
     config = json.loads((grader / "config.json").read_text())
     shutil.copytree(grader / "course", tmp_path / "course")

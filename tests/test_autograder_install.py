@@ -21,9 +21,9 @@ from requirements import require
 require("nbgrader")
 
 from course_scenarios import build, demo_cells, without_demos  # noqa: E402
-from tinytorch.course.assignments import graded_parts  # noqa: E402
-from tinytorch.course.autograder_try import GRADER_VENV, installed_image, platform_root, run_on_platform, unpack_zip  # noqa: E402
-from tinytorch.course.grade_table import grades_by_student  # noqa: E402
+from tinytorch.course.authoring.assignments import graded_parts  # noqa: E402
+from tinytorch.course.platforms.autograder_try import GRADER_VENV, installed_image, platform_root, run_on_platform, unpack_zip  # noqa: E402
+from tinytorch.course.grading.grade_table import grades_by_student  # noqa: E402
 from test_autograder import TESTS, check_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -313,13 +313,13 @@ def test_a_script_on_the_formgrader_origin_can_only_grade(course, browser, formg
 
 def test_nbgrader_export_pays_what_the_final_grades_say(regraded, tmp_path):
     "The gradebook holds the safe score: nbgrader's own export agrees with `final_grades`, flagged students included."
-    from tinytorch.course.final_grades import final_grades
+    from tinytorch.course.results.final_grades import final_grades
     out = subprocess.run([sys.executable, "-m", "nbgrader", "export", f"--CsvExportPlugin.to={tmp_path / 'export.csv'}"],
                          cwd=regraded, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     exported = {r["student_id"]: float(r["score"]) for r in csv.DictReader(open(tmp_path / "export.csv"))}
     _, rows = final_grades(regraded, 11)
-    from tinytorch.course.untrusted_text import printable          # a CSV holds a control character escaped
+    from tinytorch.course.basics.untrusted_text import printable          # a CSV holds a control character escaped
     refused = (ESCAPE_FOLDER, printable(ESCAPE_FOLDER), FORMULA_FOLDER)   # not student ids: not in the gradebook
     final = {r["student"]: float(r["total"]) for r in rows if r["student"] not in refused}
     assert {r["student"]: r["status"] for r in rows}[FORMULA_FOLDER] == "failed", rows   # refused: not a student id

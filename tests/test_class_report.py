@@ -46,7 +46,7 @@ def notebooks(release_11):
 
 
 def _pairs(klass, source):
-    from tinytorch.course.report.similarity import part_prints, similar_pairs, student_code
+    from tinytorch.course.results.report.similarity import part_prints, similar_pairs, student_code
     return similar_pairs({s: part_prints(student_code(nb, source)) for s, nb in klass.items()})
 
 
@@ -58,7 +58,7 @@ def test_correct_solutions_written_differently_make_no_pair(notebooks):
 
 
 def test_a_copy_with_names_changed_and_statements_moved_is_found(notebooks):
-    from tinytorch.course.report.similarity import student_code
+    from tinytorch.course.results.report.similarity import student_code
     release, source = notebooks
     klass = {f"way{k}": solved_as(release, source, k) for k in range(4)}
     klass["copycat"] = disguised_copy(klass["way1"])
@@ -76,7 +76,7 @@ def test_a_copy_with_names_changed_and_statements_moved_is_found(notebooks):
 
 
 def test_code_much_of_the_class_shares_makes_no_pair(notebooks):
-    from tinytorch.course.report.similarity import part_prints, student_code
+    from tinytorch.course.results.report.similarity import part_prints, student_code
     release, source = notebooks
     shared = ("as-ids", "init", "shift", "learned", "sinusoidal", "scatter")    # most of the code
     own = ("lookup", "embedding-grad", "tpe-forward", "tie", "rope")

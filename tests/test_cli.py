@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tinytorch.cli import main
-from tinytorch.course.errors import UsageError
+from tinytorch.course.basics.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 TINYTORCH = Path(sys.executable).parent / "tinytorch"       # the console script from pyproject.toml
@@ -170,18 +170,18 @@ def _raise(error):
 
 BUGS = {   # command line, the course function a bug is planted in, the plain exception it raises
     "demo": (["demo", "--steps", "5"], "tinytorch.core.char_model.train_char_model", RuntimeError("tensor shapes disagree")),
-    "release": (["release", "11"], "tinytorch.course.assignments.release", ValueError("bad cell index")),
-    "test": (["test", "11"], "tinytorch.course.notebooks.find_notebook", FileNotFoundError("a lost temp file")),
-    "grade": (["grade", "11", "{tmp}"], "tinytorch.course.grading.grade", KeyError("grade_id")),
-    "grade-merge": (["grade-merge", "{tmp}/out.csv", "{tmp}/a.csv"], "tinytorch.course.shards.merge_grade_csvs",
+    "release": (["release", "11"], "tinytorch.course.authoring.assignments.release", ValueError("bad cell index")),
+    "test": (["test", "11"], "tinytorch.course.basics.notebooks.find_notebook", FileNotFoundError("a lost temp file")),
+    "grade": (["grade", "11", "{tmp}"], "tinytorch.course.grading.grading.grade", KeyError("grade_id")),
+    "grade-merge": (["grade-merge", "{tmp}/out.csv", "{tmp}/a.csv"], "tinytorch.course.grading.shards.merge_grade_csvs",
                     ValueError("could not convert string to float: ''")),
-    "formgrade": (["formgrade", "{tmp}"], "tinytorch.course.manual_grading.serve_formgrader", OSError("bad socket")),
-    "grades": (["grades", "11", "--course", "{tmp}"], "tinytorch.course.final_grades.graded_assignment",
+    "formgrade": (["formgrade", "{tmp}"], "tinytorch.course.results.manual_grading.serve_formgrader", OSError("bad socket")),
+    "grades": (["grades", "11", "--course", "{tmp}"], "tinytorch.course.results.final_grades.graded_assignment",
                TypeError("unsupported operand")),
-    "docs": (["docs", "--out", "{tmp}/site"], "tinytorch.course.docs.build_docs", FileExistsError("_proc/docs")),
-    "metadata": (["metadata"], "tinytorch.course.assignments.sync_metadata", KeyError("cells")),
+    "docs": (["docs", "--out", "{tmp}/site"], "tinytorch.course.site.docs.build_docs", FileExistsError("_proc/docs")),
+    "metadata": (["metadata"], "tinytorch.course.authoring.assignments.sync_metadata", KeyError("cells")),
     "report": (["report", "11", "--course", "{tmp}"],
-               "tinytorch.course.report.page.write_class_report", KeyError("part")),
+               "tinytorch.course.results.report.page.write_class_report", KeyError("part")),
 }
 
 
@@ -214,7 +214,7 @@ def test_end_to_end_a_usage_error_is_exit_2_with_one_line(tmp_path):
 
 BUGGY_MERGE = """\
 import sys
-import tinytorch.course.shards as shards
+import tinytorch.course.grading.shards as shards
 def merge_grade_csvs(out, inputs, course=None):
     row = {'points': ''}
     return float(row['points'])     # a bug: an empty cell read as a number
@@ -239,9 +239,9 @@ def test_end_to_end_a_bug_is_exit_1_with_its_traceback(tmp_path):
 def test_usage_errors_keep_their_builtin_bases():
     "Code that caught the built-in exceptions before keeps working."
     from tinytorch.demo import DemoInputError
-    from tinytorch.course.assignments import MarkerError
-    from tinytorch.course.sandbox import SandboxUnavailable
-    from tinytorch.course.final_grades import CourseNotGraded
+    from tinytorch.course.authoring.assignments import MarkerError
+    from tinytorch.course.isolation.sandbox import SandboxUnavailable
+    from tinytorch.course.results.final_grades import CourseNotGraded
     for cls, builtin in ((DemoInputError, ValueError), (MarkerError, ValueError),
                          (SandboxUnavailable, RuntimeError), (CourseNotGraded, FileNotFoundError)):
         assert issubclass(cls, UsageError) and issubclass(cls, builtin), cls

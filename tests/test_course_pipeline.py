@@ -15,11 +15,11 @@ require("nbgrader")
 from course_scenarios import (  # noqa: E402
     WHOLE_LESSON, demo_cells, solve, vandal_report, without_demos, write_submissions,
 )
-from tinytorch.course.assignments import (  # noqa: E402
+from tinytorch.course.authoring.assignments import (  # noqa: E402
     check_metadata, find_leaks, graded_parts, notebook_text, secret_lines,
 )
-from tinytorch.course.selftest import run_notebook_tests  # noqa: E402
-from tinytorch.course.grading import grade  # noqa: E402
+from tinytorch.course.checking.selftest import run_notebook_tests  # noqa: E402
+from tinytorch.course.grading.grading import grade  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"

@@ -101,7 +101,7 @@ def test_solution_only_strings_exist(secrets):
 def site(tmp_path_factory):
     for module in ("sphinx", "myst_nb", "sphinx_book_theme", "nbclient"):
         require(module, "the docs site")
-    from tinytorch.course.docs import build_docs
+    from tinytorch.course.site.docs import build_docs
     tmp = tmp_path_factory.mktemp("docs")
     start = time.perf_counter()
     out = build_docs(out_dir=tmp / "site", nbs_dir=NBS, docs_dir=ROOT / "docs", work_dir=tmp / "proc", verbose=False)
@@ -150,7 +150,7 @@ def test_build_is_complete(site):
     print(f"docs build: {site['seconds']:.0f} s")    # reported, never asserted: the machine may be busy
     pages = {p.relative_to(site["dir"]).as_posix() for p in site["dir"].rglob("*.html")}
     tooling = _tooling_notebooks()
-    assert len(tooling) >= 10 and "94_docs" in tooling and "93_grading" in tooling, tooling
+    assert len(tooling) >= 10 and "course/site/docs" in tooling and "course/grading/grading" in tooling, tooling
     expected = list(GUIDES) + ["search.html", "modules/01_tensor.html", "modules/02_nn.html",
                                "modules/10_tokenization.html", "modules/11_embeddings.html"]
     for page in expected + [f"internals/{stem}.html" for stem in tooling]:
@@ -161,7 +161,7 @@ def test_build_is_complete(site):
 def test_a_notebook_that_fails_stops_the_build_and_is_named(tmp_path):
     "The build is the suite's check that every notebook runs top to bottom: a failing one is named, with its error."
     require("nbclient", "the docs site")
-    from tinytorch.course.docs import _publish_pages
+    from tinytorch.course.site.docs import _publish_pages
     (tmp_path / "nbs").mkdir()
     (tmp_path / "src").mkdir()
     broken = tmp_path / "nbs" / "50_broken.ipynb"
@@ -182,9 +182,9 @@ def test_internals_pages_are_executed_notebooks(site):
         title = title.replace("`", "")
         page = _text(site["dir"] / "internals" / f"{stem}.html")
         assert title in page, f"internals/{stem}.html lacks its title {title!r}"
-    docs_page = (site["dir"] / "internals" / "94a_docs_api.html").read_text(encoding="utf-8")
+    docs_page = (site["dir"] / "internals" / "course/site/docs_api.html").read_text(encoding="utf-8")
     assert ".. autoclass:: tinytorch.core.embeddings.Embedding" in html.unescape(docs_page), \
-        "the api_markdown example's output is missing from the 94a_docs_api page"
+        "the api_markdown example's output is missing from the course/site/docs_api page"
 
 
 def test_home_page_holds_the_readmes_sections(site):
@@ -214,7 +214,7 @@ def test_cli_reference_is_the_parsers():
     """docs/cli.md is what `cli_reference` writes from today's argument parser: a changed option, default or
     help text without a new page fails here."""
     from tinytorch.cli import build_parser
-    from tinytorch.course.cli_reference import cli_reference
+    from tinytorch.course.site.cli_reference import cli_reference
     committed = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     today = cli_reference(build_parser())
     if committed != today:
@@ -223,7 +223,7 @@ def test_cli_reference_is_the_parsers():
                                                    "the parser", lineterm=""))[:40])
         pytest.fail("docs/cli.md differs from the tinytorch command's parser; write it again with\n"
                     "  .venv/bin/python -c \"from tinytorch.cli import build_parser; "
-                    "from tinytorch.course.cli_reference import write_cli_reference; "
+                    "from tinytorch.course.site.cli_reference import write_cli_reference; "
                     "write_cli_reference(build_parser())\"\n" + diff)
 
 
@@ -488,11 +488,11 @@ def test_navigation_reaches_every_part(site, server, browser):
         assert titles[href] == title, (href, titles[href])
     # the parts come in the reader's order: the lesson first, the API last
     assert hrefs.index("modules/11_embeddings.html") < hrefs.index("student_guide.html") \
-        < hrefs.index("internals/93_grading.html") < hrefs.index("performance.html") < hrefs.index("api.html")
+        < hrefs.index("internals/course/grading/grading.html") < hrefs.index("performance.html") < hrefs.index("api.html")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1280, "height": 2200})
     page.locator(NAV).screenshot(path=str(ARTIFACTS / "navigation.png"))
-    for target in ("instructor_guide.html", "internals/93b_sandbox.html", "performance.html"):
+    for target in ("instructor_guide.html", "internals/course/isolation/sandbox.html", "performance.html"):
         page = viewer.open("index.html")
         page.locator(f"{NAV} a.reference.internal[href='{target}']").first.click()
         page.wait_for_load_state("networkidle")     # (leaving a page still loading would abort its requests)
@@ -504,8 +504,8 @@ def test_navigation_reaches_every_part(site, server, browser):
 def test_guide_links_to_the_mechanism(site):
     """The instructor guide points at the Internals pages instead of retelling them, and its reference parts exist."""
     guide = _article(site["dir"] / "instructor_guide.html")     # the page's own text: the sidebar links everywhere
-    for target in ("internals/93_grading.html", "internals/93b_sandbox.html", "internals/93za_judge.html",
-                   "internals/93g_limits.html", "internals/93h_feedback.html", "cli.html"):
+    for target in ("internals/course/grading/grading.html", "internals/course/isolation/sandbox.html", "internals/course/checking/judge.html",
+                   "internals/course/isolation/limits.html", "internals/course/grading/feedback.html", "cli.html"):
         assert f'href="{target}' in guide, f"the instructor guide has no link to {target}"
     for anchor in ("troubleshooting", "flags", "planning", "install", "sandbox", "limits"):
         assert f'id="{anchor}"' in guide, f"the instructor guide has no section #{anchor}"

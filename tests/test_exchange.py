@@ -20,8 +20,8 @@ from requirements import require
 require("nbgrader")
 
 from course_scenarios import build, demo_cells, without_demos  # noqa: E402
-from tinytorch.course.assignments import generate_assignment, run_nbgrader, write_course  # noqa: E402
-from tinytorch.course.leaks import find_leaks, secret_lines  # noqa: E402
+from tinytorch.course.authoring.assignments import generate_assignment, run_nbgrader, write_course  # noqa: E402
+from tinytorch.course.authoring.leaks import find_leaks, secret_lines  # noqa: E402
 from lms_importers import read_canvas_import  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

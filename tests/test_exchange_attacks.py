@@ -22,7 +22,7 @@ require("nbgrader")
 
 from course_scenarios import build, demo_cells, without_demos  # noqa: E402
 from test_exchange import open_the_way_to, tinytorch  # noqa: E402
-from tinytorch.course.assignments import run_nbgrader, write_course  # noqa: E402
+from tinytorch.course.authoring.assignments import run_nbgrader, write_course  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "nbs" / "11_embeddings.ipynb"

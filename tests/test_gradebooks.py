@@ -1,4 +1,4 @@
-"""The master course and its template (`tinytorch.course.gradebook.create_gradebooks`), for a new course and for a
+"""The master course and its template (`tinytorch.course.grading.gradebook.create_gradebooks`), for a new course and for a
 course graded before: both gradebooks know the assignment, only the master keeps its students."""
 from pathlib import Path
 
@@ -6,8 +6,8 @@ from requirements import require
 
 require("nbgrader")
 
-from tinytorch.course.assignments import find_leaks, secret_lines  # noqa: E402
-from tinytorch.course.gradebook import create_gradebooks  # noqa: E402
+from tinytorch.course.authoring.assignments import find_leaks, secret_lines  # noqa: E402
+from tinytorch.course.grading.gradebook import create_gradebooks  # noqa: E402
 
 SOURCE = Path(__file__).resolve().parents[1] / "nbs" / "11_embeddings.ipynb"
 ASSIGNMENT = SOURCE.stem
@@ -27,7 +27,8 @@ def _generations(monkeypatch, cache: bool = False) -> list:
     """The course folders nbgrader runs in from now on (`generate_assignment` runs it), by name, in order. Without
     `cache`, no generation is copied from the cache of generated gradebooks (it is the course folder's own record
     that is under test)."""
-    from tinytorch.course import assignments, generation_cache
+    from tinytorch.course.authoring import assignments
+    from tinytorch.course.basics import generation_cache
     seen, run = [], assignments.run_nbgrader
 
     def counted(folder, *args, **kwargs):
@@ -95,7 +96,7 @@ def test_a_new_course_from_inputs_generated_before_is_copied(tmp_path, monkeypat
     """Two new courses from the same source, and the student release, with a cache of their own: the first course
     runs nbgrader for both gradebooks, the second course and the release run it for none. The copies know what the
     generated gradebooks know, and the release is the master course's, byte for byte."""
-    from tinytorch.course.assignments import release
+    from tinytorch.course.authoring.assignments import release
     monkeypatch.setenv("TINYTORCH_CACHE", str(tmp_path / "cache"))
     generated = _generations(monkeypatch, cache=True)
     first = create_gradebooks(SOURCE, tmp_path / "first", cell_timeout=30)
@@ -115,8 +116,8 @@ def test_a_new_gradebook_is_the_one_nbgrader_makes_without_starting_alembic(tmp_
     """`open_gradebook` makes a missing gradebook in this process, the schema version read from nbgrader's migration
     scripts: the same database, row for row, as nbgrader's own process makes (which asks `alembic heads` for it)."""
     import sqlite3
-    from tinytorch.course.assignments import run_nbgrader
-    from tinytorch.course.vocabulary import open_gradebook
+    from tinytorch.course.authoring.assignments import run_nbgrader
+    from tinytorch.course.basics.vocabulary import open_gradebook
     theirs = tmp_path / "course"
     theirs.mkdir()
     (theirs / "nbgrader_config.py").write_text('c = get_config()\nc.CourseDirectory.course_id = "tinytorch"\n')

@@ -27,8 +27,8 @@ from course_scenarios import runaway_report, vandal_report  # noqa: E402
 from test_grading_sandbox import (  # noqa: E402,F401  (`released` is a fixture)
     INSTRUCTOR_UID, SOURCE, STUDENTS, TESTS, digest, grade_command, make_class, released, venv_copy,
 )
-from tinytorch.course.leaks import find_leaks, notebook_text, secret_lines  # noqa: E402
-from tinytorch.course.limits import tree_memory  # noqa: E402
+from tinytorch.course.authoring.leaks import find_leaks, notebook_text, secret_lines  # noqa: E402
+from tinytorch.course.isolation.limits import tree_memory  # noqa: E402
 
 HONEST = ["reference", "honest-tmp"]
 WHOLE_LESSON = ["reference"]          # the lesson's demonstrations too (handed in, left out of grading's run)

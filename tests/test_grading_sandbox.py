@@ -17,7 +17,7 @@ from requirements import require
 require("nbgrader")
 
 from course_scenarios import write_submissions  # noqa: E402
-from tinytorch.course.assignments import graded_parts  # noqa: E402
+from tinytorch.course.authoring.assignments import graded_parts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "nbs" / "11_embeddings.ipynb"

@@ -31,8 +31,8 @@ require("nbgrader")
 
 from course_scenarios import (MY_END, demo_cells, grade_submissions, insert_cell, odd_dim_cosines, replace,
                               solve, without_demos)  # noqa: E402
-from tinytorch.course.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
-from tinytorch.course.grade_table import HIDDEN_FAILED, grades_by_student  # noqa: E402
+from tinytorch.course.authoring.assignments import find_leaks, graded_parts, secret_lines  # noqa: E402
+from tinytorch.course.grading.grade_table import HIDDEN_FAILED, grades_by_student  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "nbs" / "11_embeddings.ipynb"

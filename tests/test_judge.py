@@ -17,8 +17,8 @@ from requirements import require
 require("nbgrader")
 
 from course_scenarios import demo_cells, edit, grade_submissions, solve, without_demos  # noqa: E402
-from tinytorch.course.assignments import graded_parts  # noqa: E402
-from tinytorch.course.grade_table import grades_by_student  # noqa: E402
+from tinytorch.course.authoring.assignments import graded_parts  # noqa: E402
+from tinytorch.course.grading.grade_table import grades_by_student  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "nbs" / "11_embeddings.ipynb"

@@ -89,8 +89,8 @@ def test_the_released_notebook_runs_on_the_wheel_to_its_first_exercise(image, re
 
 
 def test_the_wheel_holds_stubs_and_its_leak_scan_finds_a_planted_solution_line(wheel, tmp_path):
-    from tinytorch.course.leaks import secret_lines
-    from tinytorch.course.workspace import wheel_leaks
+    from tinytorch.course.authoring.leaks import secret_lines
+    from tinytorch.course.authoring.workspace import wheel_leaks
 
     solution = "np.add.at(summed, slot.reshape(-1), rows)"
     secrets = secret_lines(SOURCE)

@@ -2,7 +2,7 @@
 grade reaches its student, a blank changes nothing, and a name a spreadsheet would run still matches its student."""
 from lms_importers import read_canvas_import, read_moodle_import
 
-from tinytorch.course.lms import Roster, Student, write_export
+from tinytorch.course.results.lms import Roster, Student, write_export
 
 ROWS = [{'student': 'carol.smith@uni.edu', 'total': '9', 'raw_total': '9', 'late_penalty': '0', 'max_points': '10',
          'status': 'complete', 'timestamp': '2026-12-01 10:00:00.123456+00:00', 'seconds_late': '0'},

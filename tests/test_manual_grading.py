@@ -17,8 +17,8 @@ from requirements import require
 require("nbgrader")
 
 from browser import chromium, serve_formgrader  # noqa: E402
-from tinytorch.course.assignments import graded_parts  # noqa: E402
-from tinytorch.course.leaks import find_leaks, secret_lines  # noqa: E402
+from tinytorch.course.authoring.assignments import graded_parts  # noqa: E402
+from tinytorch.course.authoring.leaks import find_leaks, secret_lines  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"

@@ -19,8 +19,8 @@ require("nbgrader")
 
 from browser import chromium, serve_formgrader  # noqa: E402
 from course_scenarios import PAIR  # noqa: E402
-from tinytorch.course.assignments import graded_parts  # noqa: E402
-from tinytorch.course.shards import shard_of  # noqa: E402
+from tinytorch.course.authoring.assignments import graded_parts  # noqa: E402
+from tinytorch.course.grading.shards import shard_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
@@ -65,7 +65,7 @@ def merged(term):
 
 
 def _gradebook(course):
-    from tinytorch.course.gradebook import read_gradebook
+    from tinytorch.course.grading.gradebook import read_gradebook
     return read_gradebook(course, "11_embeddings")
 
 

@@ -1,5 +1,5 @@
 """Old calls that stay published: a grader built by an earlier release runs the runner through its old module,
-`python -m tinytorch.course.autograder TARGET`. (Course names that moved between internal modules have no shims.)"""
+`python -m tinytorch.course.platforms.autograder TARGET`. (Course names that moved between internal modules have no shims.)"""
 import importlib
 import subprocess
 import sys
@@ -8,14 +8,14 @@ import pytest
 
 
 def test_the_old_runner_module_still_runs_the_runner():
-    "`python -m tinytorch.course.autograder TARGET`, as graders built before the runner moved call it."
-    out = subprocess.run([sys.executable, "-m", "tinytorch.course.autograder", "no-such-platform"],
+    "`python -m tinytorch.course.platforms.autograder TARGET`, as graders built before the runner moved call it."
+    out = subprocess.run([sys.executable, "-m", "tinytorch.course.platforms.autograder", "no-such-platform"],
                          capture_output=True, text=True)
     assert (out.returncode, out.stdout) == (2, ""), out
-    assert "usage: python -m tinytorch.course.autograder_run" in out.stderr, out.stderr
+    assert "usage: python -m tinytorch.course.platforms.autograder_run" in out.stderr, out.stderr
 
 
 def test_internal_names_import_only_from_their_own_module():
     with pytest.raises(AttributeError):
-        importlib.import_module("tinytorch.course.manual_grading").final_grades
-    assert importlib.import_module("tinytorch.course.final_grades").final_grades
+        importlib.import_module("tinytorch.course.results.manual_grading").final_grades
+    assert importlib.import_module("tinytorch.course.results.final_grades").final_grades

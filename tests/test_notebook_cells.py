@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from notebook_items import holds_code, item_id
 
-from tinytorch.course.nbtests import NotebookRun, check_exports
+from tinytorch.course.checking.nbtests import NotebookRun, check_exports
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tinytorch.course.sandbox import sandbox_problem, uid_layer_available
+from tinytorch.course.isolation.sandbox import sandbox_problem, uid_layer_available
 
 HERE = Path(__file__).resolve().parent
 NOT_ROOT = 61_234                      # a user who is not root (no account needed)
@@ -87,7 +87,7 @@ def test_a_run_that_ends_never_kills_another_runs_processes(monkeypatch, tmp_pat
     PID namespace had (the kernel gives a gone namespace's number to the next namespace made): it is
     not killed when the run ends. Three runs in turn, each followed by up to 60 other sandboxes."""
     import time
-    import tinytorch.course.sandbox as sandbox
+    import tinytorch.course.isolation.sandbox as sandbox
 
     real, others = sandbox.run_watched, []
 

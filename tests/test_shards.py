@@ -16,8 +16,8 @@ from requirements import require
 
 yaml = require("yaml")
 
-from tinytorch.course.grade_table import CSV_FIELDS  # noqa: E402
-from tinytorch.course.shards import shard_of  # noqa: E402
+from tinytorch.course.grading.grade_table import CSV_FIELDS  # noqa: E402
+from tinytorch.course.grading.shards import shard_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / "docs" / "recipes" / "grade-shards.yml"
@@ -102,7 +102,7 @@ def test_slurm_script_has_the_array_the_shard_command_and_a_dependent_merge():
 
 def test_a_students_shard_is_the_same_in_every_process():
     ids = [f"student-{i}" for i in range(200)] + ["Ünïcode", "bad name"]
-    code = ("import json, sys; from tinytorch.course.shards import shard_of; "
+    code = ("import json, sys; from tinytorch.course.grading.shards import shard_of; "
             "print(json.dumps([shard_of(s, 7) for s in json.loads(sys.argv[1])]))")
     runs = [subprocess.run([sys.executable, "-c", code, json.dumps(ids)], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")]
@@ -288,7 +288,7 @@ def test_both_merges_write_exactly_the_csv_of_one_run(recipes_run):
 
 
 def test_both_merges_make_one_course_whose_gradebook_holds_the_whole_class(recipes_run):
-    from tinytorch.course.gradebook import read_gradebook
+    from tinytorch.course.grading.gradebook import read_gradebook
     r = recipes_run
     single = r["gha"] / "single"
     for course in (r["gha"] / "course", r["slurm_run"] / "course"):

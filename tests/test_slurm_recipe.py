@@ -16,7 +16,7 @@ import pytest
 from course_scenarios import PAIR
 from requirements import require
 from slurm_cluster import cluster
-from tinytorch.course.shards import shard_of
+from tinytorch.course.grading.shards import shard_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SLURM = ROOT / "docs" / "recipes" / "grade-shards.slurm"
@@ -78,7 +78,7 @@ def test_two_shards_merge_into_exactly_one_machines_grades(slurm, course):
     assert (run / GRADES).read_bytes() == (course / "single" / GRADES).read_bytes()
     assert not (run / "FAILED").exists()
     # one course for the whole class: its gradebook holds every student, as one machine's does
-    from tinytorch.course.gradebook import read_gradebook
+    from tinytorch.course.grading.gradebook import read_gradebook
     merged = read_gradebook(run / "course", "11_embeddings")
     assert sorted(merged) == sorted(STUDENTS) and merged == read_gradebook(course / "single", "11_embeddings")
 

