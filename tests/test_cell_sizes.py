@@ -1,7 +1,7 @@
 """No exported cell in nbs/ is longer than a reader can hold in their head: 60 lines of code at most (the `#|`
 directive lines not counted). A longer cell is split into cells of one definition (or a few small ones).
 
-The course notebooks (numbered 89 and up) go further: one public definition per exported cell, its example or
+The course tooling's notebooks (in the folders of nbs/: course/<stage>/, commands/) go further: one public definition per exported cell, its example or
 test in the cell after it, and half of their exported cells at most 10 lines long."""
 import ast
 import json
@@ -14,7 +14,6 @@ import pytest
 NBS = Path(__file__).resolve().parents[1] / "nbs"
 LIMIT = 60
 EXPORT = ("#| export", "#| exports", "#| exporti")
-COURSE_FIRST = 89        # notebooks numbered from here on are the course tooling
 MEDIAN_LIMIT = 10
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -30,7 +29,8 @@ def exported_code(notebook: Path) -> list:
 
 
 def course_notebooks(folder: Path = NBS) -> list:
-    return [nb for nb in sorted(folder.glob("*.ipynb")) if int(re.match(r"\d+", nb.stem)[0]) >= COURSE_FIRST]
+    "The tooling's notebooks: those in a folder of `folder` (the lesson's are at its top)."
+    return sorted(nb for nb in folder.glob("*/**/*.ipynb") if ".ipynb_checkpoints" not in nb.parts)
 
 
 def long_exported_cells(notebook: Path, limit: int = LIMIT) -> list:
@@ -61,7 +61,8 @@ def median_cell_lines(notebooks: list) -> float:
                              for nb in notebooks for _, code in exported_code(nb))
 
 
-@pytest.mark.parametrize("notebook", sorted(NBS.glob("*.ipynb")), ids=lambda nb: nb.stem)
+@pytest.mark.parametrize("notebook", sorted(NBS.glob("*.ipynb")) + course_notebooks(),
+                         ids=lambda nb: nb.stem)
 def test_no_exported_cell_is_over_60_lines(notebook):
     assert long_exported_cells(notebook) == []
 
@@ -92,11 +93,14 @@ def test_cells_of_two_public_definitions_and_the_median_are_found(tmp_path):
                     cell("private", "def _helper(): pass\n\ndef g():\n    return _helper()"),
                     cell("test", "def test_a(): pass\ndef test_b(): pass", export=False),
                     cell("long", "\n".join(f"x{i} = {i}" for i in range(12)) + "\n\n")]}
-    path = tmp_path / "90_two.ipynb"
+    path = tmp_path / "course" / "grading" / "two.ipynb"
+    path.parent.mkdir(parents=True)
     path.write_text(json.dumps(nb))
+    (tmp_path / "90_lesson.ipynb").write_text(json.dumps(nb))         # numbered, at the top: the lesson's
     assert cells_of_many_definitions(path) == [("two", ["f", "C"])]
     assert median_cell_lines([path]) == 3          # of 3, 3 and 12 lines; blank lines and directives not counted
-    assert [nb.name for nb in course_notebooks(tmp_path)] == ["90_two.ipynb"]
+    found = [nb.relative_to(tmp_path).as_posix() for nb in course_notebooks(tmp_path)]
+    assert found == ["course/grading/two.ipynb"]
 
 
 MODULE_LIMIT = 400       # lines of a course module: past that it has grown a second job and is split along its seam

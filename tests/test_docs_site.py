@@ -70,7 +70,7 @@ def _split(notebook):
 @pytest.fixture(scope="module")
 def secrets():
     """Secret lines (> 30 characters, not comments) and solution-only words, computed from the sources."""
-    notebooks = sorted(NBS.glob("*.ipynb"))
+    notebooks = _notebooks()
     parts = {nb.stem: _split(nb) for nb in notebooks}
     public = "\n".join(p for p, _ in parts.values())
     public += "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "docs").glob("*.md"))
@@ -131,14 +131,21 @@ def _article(path):
     return text[text.index('<article class="bd-article"'):text.index("</article>")]
 
 
+def _notebooks():
+    "The lesson's notebooks (numbered, at the top of nbs/), then the tooling's (in its folders)."
+    nested = (p for p in NBS.glob("*/**/*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    return sorted(NBS.glob("[0-9]*.ipynb")) + sorted(nested)
+
+
 def _tooling_notebooks():
-    "Stems of the notebooks that export a module outside `core`: the course tooling, the Internals pages."
+    """Paths in nbs/, without `.ipynb`, of the notebooks that export a module outside `core`: the course
+    tooling, the Internals pages (`internals/<path>.html`)."""
     stems = []
-    for path in sorted(NBS.glob("[0-9]*.ipynb")):
+    for path in _notebooks():
         text = "\n".join(_source(c) for c in json.loads(path.read_text(encoding="utf-8"))["cells"])
         m = re.search(r"^#\|\s*default_exp\s+(\S+)", text, re.M)
         if m and not m.group(1).startswith("core."):
-            stems.append(path.stem)
+            stems.append(path.relative_to(NBS).with_suffix("").as_posix())
     return stems
 
 
@@ -253,7 +260,7 @@ def test_api_reference_lists_every_exported_name(site):
     import importlib
     api = (site["dir"] / "api.html").read_text(encoding="utf-8")
     internals = (site["dir"] / "api_tooling.html").read_text(encoding="utf-8")
-    for path in sorted(NBS.glob("[0-9]*.ipynb")):
+    for path in _notebooks():
         m = re.search(r"^#\|\s*default_exp\s+(\S+)", "\n".join(_source(c) for c in json.loads(path.read_text())["cells"]), re.M)
         if not m:
             continue

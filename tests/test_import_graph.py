@@ -90,3 +90,53 @@ def test_a_planted_cycle_is_found(tmp_path):
     assert graph["pkg.sub.b"] == {"pkg.sub.c"} and graph["pkg.d"] == {"pkg.sub.a"}, graph
     assert graph["pkg.e"] == {"pkg.d"}, graph
     assert import_cycles(graph) == [["pkg.sub.a", "pkg.sub.b", "pkg.sub.c", "pkg.sub.a"]]
+
+
+# The stages of a term, in the order they may import each other: a stage imports only the stages before it
+# (and itself). The `tinytorch` command (tinytorch.cli, cli_arguments, demo) comes after all of them.
+STAGES = ("basics", "authoring", "isolation", "checking", "pages", "grading", "platforms", "results", "site")
+
+
+def stage_of(module: str):
+    "`tinytorch.course.grading.late` -> 'grading'; None for a module outside the stages."
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["tinytorch", "course"] else None
+
+
+def later_imports(graph: dict, stages=STAGES) -> list:
+    "(module, imported module) of every import of a later stage, or of a module outside any stage, by a stage."
+    order = {s: k for k, s in enumerate(stages)}
+    bad = []
+    for module, imported in sorted(graph.items()):
+        own = stage_of(module)
+        if own is None:
+            continue
+        for other in sorted(imported):
+            theirs = stage_of(other)
+            if other.startswith("tinytorch.") and not other.startswith("tinytorch.core") and (
+                    theirs not in order or order[theirs] > order[own]):
+                bad.append((module, other))
+    return bad
+
+
+def test_every_course_module_is_in_a_stage():
+    graph = import_graph(PACKAGE)
+    course = [m for m in graph if m.startswith("tinytorch.course.")]
+    assert len(course) > 30, course
+    outside = [m for m in course if stage_of(m) not in STAGES]
+    assert outside == ["tinytorch.course.autograder"], outside     # `python -m` of graders built before the move
+
+
+def test_no_stage_imports_a_later_one():
+    graph = import_graph(PACKAGE)
+    assert "tinytorch.course.grading.grading" in graph, "the stages were not read"
+    assert later_imports(graph) == []
+
+
+def test_a_planted_import_of_a_later_stage_is_found():
+    graph = {"tinytorch.course.basics.errors": {"tinytorch.course.grading.late"},
+             "tinytorch.course.grading.late": {"tinytorch.course.basics.errors", "tinytorch.core.tensor"},
+             "tinytorch.course.site.docs": {"tinytorch.course.grading.late", "tinytorch.cli"},
+             "tinytorch.cli": {"tinytorch.course.site.docs"}}
+    assert later_imports(graph) == [("tinytorch.course.basics.errors", "tinytorch.course.grading.late"),
+                                    ("tinytorch.course.site.docs", "tinytorch.cli")]

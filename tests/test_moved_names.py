@@ -8,8 +8,8 @@ import pytest
 
 
 def test_the_old_runner_module_still_runs_the_runner():
-    "`python -m tinytorch.course.platforms.autograder TARGET`, as graders built before the runner moved call it."
-    out = subprocess.run([sys.executable, "-m", "tinytorch.course.platforms.autograder", "no-such-platform"],
+    "`python -m tinytorch.course.autograder TARGET`, as graders built before the runner moved call it."
+    out = subprocess.run([sys.executable, "-m", "tinytorch.course.autograder", "no-such-platform"],
                          capture_output=True, text=True)
     assert (out.returncode, out.stdout) == (2, ""), out
     assert "usage: python -m tinytorch.course.platforms.autograder_run" in out.stderr, out.stderr

@@ -17,8 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _notebooks(config):
+    "The lesson's notebooks (at the top of the folder), then the tooling's (in its folders)."
     folder = Path(config.getoption("--nbs-dir") or ROOT / "nbs")
-    return sorted(folder.glob("[0-9]*.ipynb"))
+    nested = (p for p in folder.glob("*/**/*.ipynb")
+              if not any(part.startswith((".", "_")) for part in p.relative_to(folder).parts))
+    return sorted(folder.glob("[0-9]*.ipynb")) + sorted(nested)
 
 
 def pytest_generate_tests(metafunc):

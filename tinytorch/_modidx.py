@@ -1731,6 +1731,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                              'tinytorch/course/site/docs.py'),
                                             'tinytorch.course.site.docs.execute_notebook': ( 'course/site/docs.html#execute_notebook',
                                                                                              'tinytorch/course/site/docs.py'),
+                                            'tinytorch.course.site.docs.notebook_files': ( 'course/site/docs.html#notebook_files',
+                                                                                           'tinytorch/course/site/docs.py'),
                                             'tinytorch.course.site.docs.prepare_notebook': ( 'course/site/docs.html#prepare_notebook',
                                                                                              'tinytorch/course/site/docs.py'),
                                             'tinytorch.course.site.docs.publish_notebook': ( 'course/site/docs.html#publish_notebook',

@@ -86,10 +86,12 @@ and the library code this module builds on (its lettered notebooks, e.g. `11b_ro
 '''
 
 # %% ../../../nbs/course/authoring/workspace.ipynb #workspace-tooling
-WORKSPACE_TOOLING = ('course/basics/errors', 'course/basics/notebooks', 'course/basics/vocabulary', 'course/basics/dependencies',
-                     'course/checking/nbtests',
-                     'course/checking/selftest', 'course/checking/recheck', 'course/checking/judge_wire', 'course/checking/judge_server',
-                     'course/checking/judge_remote', 'course/checking/judge', 'commands/cli', 'commands/demo', 'commands/cli_arguments')
+WORKSPACE_TOOLING = ('course/basics/errors', 'course/basics/notebooks', 'course/basics/vocabulary',
+                     'course/basics/dependencies', 'course/checking/nbtests',
+                     'course/checking/selftest', 'course/checking/recheck',
+                     'course/checking/judge_wire', 'course/checking/judge_server',
+                     'course/checking/judge_remote', 'course/checking/judge', 'commands/cli',
+                     'commands/demo', 'commands/cli_arguments')
 
 # %% ../../../nbs/course/authoring/workspace.ipynb #workspace-2
 def _strip_hidden_tests(nb: dict) -> dict:
@@ -160,7 +162,8 @@ def _workspace_secrets(source: Path, given: list, dest: Path) -> set:
     """The lines no file of the workspace in `dest` may hold: `source`'s solutions and hidden tests
     and the `given` notebooks' hidden tests, less the lines the given notebooks show anyway."""
     secrets = secret_lines(source) | set().union(*(secret_lines(p, solutions=False) for p in given))
-    given_text = '\n'.join(notebook_text(dest / 'nbs' / p.name) for p in given)
+    given_text = '\n'.join(notebook_text(dest / 'nbs' / p.relative_to(source.parent))
+                           for p in given)
     return {s for s in secrets if s not in given_text}
 
 # %% ../../../nbs/course/authoring/workspace.ipynb #workspace-write
@@ -170,8 +173,10 @@ def _write_workspace(module, source: Path, nbs_dir: Path, dest: Path, cell_timeo
     (dest / 'nbs').mkdir()
     release(module, nbs_dir, dest / 'nbs', cell_timeout)
     given = _given_notebooks(source, nbs_dir)
-    for nb_path in given:
-        write_nb(_strip_hidden_tests(read_nb(nb_path)), dest / 'nbs' / nb_path.name)
+    for nb_path in given:                          # in the folders they have in nbs_dir
+        out = dest / 'nbs' / nb_path.relative_to(nbs_dir)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_nb(_strip_hidden_tests(read_nb(nb_path)), out)
     module_name = default_exp(read_nb(source))
     title = source.stem.split('_', 1)[1].replace('_', ' ').title()
     (dest / 'pyproject.toml').write_text(WORKSPACE_PYPROJECT.format(

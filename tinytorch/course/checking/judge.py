@@ -275,8 +275,8 @@ def judge_submission(export, program: dict, workdir, cell_timeout: int, wall_sec
     try:
         stdin = judge_input(program, server, cell_timeout, wall_seconds, limits.disk,
                             sandbox is not None)
-        run = subprocess.run([*python, '-m', 'tinytorch.course.checking.judge'], capture_output=True,
-                             text=True, input=stdin,
+        run = subprocess.run([*python, '-m', 'tinytorch.course.checking.judge'],
+                             capture_output=True, text=True, input=stdin,
                              env=tool_env(), cwd=str(workdir.parent), timeout=wall_seconds + 120)
     except subprocess.TimeoutExpired:
         return None, "the judge did not finish in time"

@@ -238,10 +238,10 @@ _STAMP_TOLERANCE = 120
 
 # %% ../../../nbs/course/grading/late.ipynb #late-record
 def record_lateness(late: LateWork, found, result):
-    """`found`'s time (a `Found` of `course/grading/submissions`: the exchange's receipt when there is one,
-    else timestamp.txt), seconds late and late penalty on `result` (a `StudentResult`); a time that
-    is needed and can't be had, or a timestamp.txt before the receipt, is flagged; a plain folder
-    has none to read (`untimed_note` says so once)."""
+    """`found`'s time (a `Found` of `course/grading/submissions`: the exchange's receipt when
+    there is one, else timestamp.txt), seconds late and late penalty on `result` (a
+    `StudentResult`); a time that is needed and can't be had, or a timestamp.txt before the
+    receipt, is flagged; a plain folder has none to read (`untimed_note` says so once)."""
     folder = found.folder
     stamp, problem = (read_timestamp(folder, found.shown.rsplit('/', 1)[0]) if folder is not None
                       else (None, None))

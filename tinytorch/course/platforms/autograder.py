@@ -336,9 +336,3 @@ def write_autograder(module, nbs_dir, to, options: GraderOptions,
         else:
             write_prairielearn(module, nbs_dir, built, options, image).replace(dest)
     return dest
-
-# %% ../../../nbs/course/platforms/autograder.ipynb #moved-main
-# graders built before the runner moved run `python -m tinytorch.course.platforms.autograder`
-if __name__ == '__main__':
-    import runpy
-    runpy.run_module('tinytorch.course.platforms.autograder_run', run_name='__main__', alter_sys=True)

@@ -240,8 +240,8 @@ def _check_guarded(base: str, token: str, server: subprocess.Popen, log: Path):
     if status != 403 or not body.startswith(b'refused: tinytorch formgrade'):   # the guard's answer
         server.terminate()
         raise RuntimeError(f"the formgrader's server answered {status}, not 403, to Jupyter's "
-                           "contents API: its guard (tinytorch.course.pages.formgrade_guard) is not "
-                           f"active, so it was stopped; see {log}")
+                           "contents API: its guard (tinytorch.course.pages.formgrade_guard) "
+                           f"is not active, so it was stopped; see {log}")
 
 # %% ../../../nbs/course/results/manual_grading.ipynb #hub-service
 HUB_VARIABLES = ('JUPYTERHUB_SERVICE_URL', 'JUPYTERHUB_SERVICE_PREFIX', 'JUPYTERHUB_API_TOKEN',

@@ -33,15 +33,25 @@ from ..checking.selftest import KERNEL_ARGS
 from .cli_reference import CLI_REFERENCE, cli_reference, write_cli_reference
 
 # %% auto #0
-__all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'SKIP_FLAGS', 'LINK_TARGETS_FILE', 'course_notebooks', 'prepare_notebook',
-           'execute_notebook', 'publish_notebook', 'site_text_views', 'site_secrets', 'check_site', 'build_docs']
+__all__ = ['ANSWER_PLACEHOLDER', 'DOCS_KEY', 'SKIP_FLAGS', 'LINK_TARGETS_FILE', 'notebook_files', 'course_notebooks',
+           'prepare_notebook', 'execute_notebook', 'publish_notebook', 'site_text_views', 'site_secrets', 'check_site',
+           'build_docs']
+
+# %% ../../../nbs/course/site/docs.ipynb #notebook-files
+def notebook_files(nbs_dir='nbs') -> list:
+    """Every notebook in `nbs_dir`: the lesson's at its top, then the tooling's in its folders
+    (`course/<stage>/`, `commands/`); none in hidden folders such as `.ipynb_checkpoints`."""
+    nbs_dir = Path(nbs_dir)
+    nested = (p for p in nbs_dir.glob('*/**/*.ipynb')
+              if not any(part.startswith(('.', '_')) for part in p.relative_to(nbs_dir).parts))
+    return sorted(nbs_dir.glob('[0-9]*.ipynb')) + sorted(nested)
 
 # %% ../../../nbs/course/site/docs.ipynb #find
 def course_notebooks(nbs_dir='nbs', prefix: str | None = 'core.') -> list:
-    """`(path, module)` of the numbered notebooks in `nbs_dir` that export a module starting with
-    `prefix` (None: all)."""
+    """`(path, module)` of the notebooks in `nbs_dir` (the lesson's numbered ones at its top, the
+    tooling's in its folders) that export a module starting with `prefix` (None: all)."""
     found = []
-    for path in sorted(Path(nbs_dir).glob('[0-9]*.ipynb')):
+    for path in notebook_files(nbs_dir):
         module = default_exp(read_nb(path))
         if module and (prefix is None or module.startswith(prefix)):
             found.append((path, module))
@@ -208,7 +218,7 @@ def site_text_views(path) -> list:
 def site_secrets(nbs_dir='nbs') -> set:
     """Lines of solution regions, hidden tests and instructor notes of the notebooks in `nbs_dir`
     that no notebook shows in public."""
-    notebooks = sorted(Path(nbs_dir).glob('*.ipynb'))
+    notebooks = notebook_files(nbs_dir)
     public = '\n'.join(public_text(nb) for nb in notebooks)
     return {line for nb in notebooks for line in secret_lines(nb) if line not in public}
 
@@ -244,7 +254,7 @@ def _clear(path: Path):
 def _publish_pages(items, src: Path, nbs_dir: Path, targets: dict, timeout: int, jobs: int,
                    verbose: bool):
     """Prepare, execute and publish each `(path, module, folder)` of `items` as
-    `src/folder/<notebook>`, `jobs` at a time."""
+    `src/folder/<notebook's path in nbs_dir>`, `jobs` at a time."""
     for folder in {folder for _, _, folder in items}: (src / folder).mkdir()
     def page(item):
         path, module, folder = item
@@ -252,12 +262,14 @@ def _publish_pages(items, src: Path, nbs_dir: Path, targets: dict, timeout: int,
         # its BadInput (a cell's metadata) stays the caller's to report
         prepared = prepare_notebook(read_nb(path))
         try:
-            executed = execute_notebook(prepared, nbs_dir, timeout)
+            executed = execute_notebook(prepared, path.parent, timeout)   # the notebook's folder
         # nbclient's error shows the cell and its traceback, not the notebook
         except Exception as e:
             raise RuntimeError(
                 f'{path.name} fails when run top to bottom in a fresh kernel:\n{e}') from e
-        write_nb(publish_notebook(executed, module, targets), src / folder / path.name)
+        page_file = src / folder / path.relative_to(nbs_dir)    # the folders of nbs_dir too
+        page_file.parent.mkdir(parents=True, exist_ok=True)
+        write_nb(publish_notebook(executed, module, targets), page_file)
         _log(verbose, f'executed {path.name} in {time.perf_counter() - t0:.1f} s')
     # Starting a kernel costs more than most notebooks' cells: run `jobs` notebooks at a time.
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
