@@ -3,6 +3,7 @@
 d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_url': '', 'lib_path': 'tinytorch'},
   'syms': { 'tinytorch.cli': { 'tinytorch.cli.Command': ('commands/cli.html#command', 'tinytorch/cli.py'),
                                'tinytorch.cli._folder_to_write': ('commands/cli.html#_folder_to_write', 'tinytorch/cli.py'),
+                               'tinytorch.cli._installed': ('commands/cli.html#_installed', 'tinytorch/cli.py'),
                                'tinytorch.cli._late_work': ('commands/cli.html#_late_work', 'tinytorch/cli.py'),
                                'tinytorch.cli._nbs_dir': ('commands/cli.html#_nbs_dir', 'tinytorch/cli.py'),
                                'tinytorch.cli._release_wheel': ('commands/cli.html#_release_wheel', 'tinytorch/cli.py'),

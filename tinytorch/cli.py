@@ -344,10 +344,16 @@ def missing_extra(command: str) -> str | None:
             f"'tinytorch[{extra}]'") if missing else None
 
 # %% ../nbs/commands/cli.ipynb #available
+def _installed(module: str) -> bool:
+    "Whether `tinytorch.course.<module>` is here; a student's workspace has only some stages."
+    try:
+        return importlib.util.find_spec(f'tinytorch.course.{module}') is not None
+    except ModuleNotFoundError:            # its stage is not installed
+        return False
+
 def available_commands() -> list:
     "The commands whose course module is installed here, in help order (`demo` needs none)."
-    return [name for name, c in COMMANDS.items()
-            if c.module is None or importlib.util.find_spec(f'tinytorch.course.{c.module}')]
+    return [name for name, c in COMMANDS.items() if c.module is None or _installed(c.module)]
 
 # %% ../nbs/commands/cli.ipynb #entry
 def build_parser() -> argparse.ArgumentParser:
