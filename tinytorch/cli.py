@@ -92,7 +92,8 @@ def cmd_test(args) -> int:
 def _late_work(args):
     """The `LateWork` of `grade`'s --due, --late-policy, --late-floor and --extensions, checked
     before any work."""
-    from tinytorch.course.grading.late import LateWork, parse_late_policy, parse_time, read_extensions
+    from tinytorch.course.grading.late import (LateWork, parse_late_policy, parse_time,
+                                               read_extensions)
     policy = parse_late_policy(args.late_policy, args.late_floor)
     due = parse_time(args.due, '--due') if args.due else None
     if due is None and policy.kind != 'none':
@@ -135,7 +136,8 @@ def cmd_formgrade(args) -> int:
 # %% ../nbs/commands/cli.ipynb #course-cmds-2
 def cmd_grades(args) -> int:
     from tinytorch.course.grading.feedback import regenerate_feedback
-    from tinytorch.course.results.final_grades import final_grades, graded_assignment, write_final_grades
+    from tinytorch.course.results.final_grades import (final_grades, graded_assignment,
+                                                       write_final_grades)
     from tinytorch.course.grading.gradebook import set_late_penalties
     from tinytorch.course.results.lms import read_roster, write_export
     # names are printed with their controls escaped

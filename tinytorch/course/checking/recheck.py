@@ -257,8 +257,8 @@ def recheck_command(export, results, cell_timeout: int) -> list:
     program on its stdin."""
     # older Pythons lack -P; the folder holds only our files
     safe_path = ['-P'] if sys.version_info >= (3, 11) else []
-    return [sys.executable, *safe_path, '-m', 'tinytorch.course.checking.recheck', '--export', str(export),
-            '--results', str(results), '--cell-timeout', str(cell_timeout)]
+    return [sys.executable, *safe_path, '-m', 'tinytorch.course.checking.recheck',
+            '--export', str(export), '--results', str(results), '--cell-timeout', str(cell_timeout)]
 
 # %% ../../../nbs/course/checking/recheck.ipynb #recheck-input
 def recheck_input(token: str, program: dict) -> str:

@@ -319,11 +319,11 @@ def run(target: str, log=print, platform: Platform | None = None) -> dict:
 
 # %% ../../../nbs/course/platforms/autograder_run.ipynb #main
 def main(argv: list) -> int:
-    """`python -m tinytorch.course.platforms.autograder_run TARGET`: `run` on the platform TARGET; 2, with the
-    usage, for any other `argv`."""
+    """`python -m tinytorch.course.platforms.autograder_run TARGET`: `run` on the platform
+    TARGET; 2, with the usage, for any other `argv`."""
     if len(argv) != 1 or argv[0] not in PLATFORMS:
-        print(f"usage: python -m tinytorch.course.platforms.autograder_run {{{','.join(PLATFORMS)}}}",
-              file=sys.stderr)
+        print("usage: python -m tinytorch.course.platforms.autograder_run "
+              f"{{{','.join(PLATFORMS)}}}", file=sys.stderr)
         return 2
     run(argv[0], log=lambda line: print(line, flush=True))
     return 0
