@@ -135,51 +135,8 @@ def cmd_formgrade(args) -> int:
 
 # %% ../nbs/commands/cli.ipynb #course-cmds-2
 def cmd_grades(args) -> int:
-    from tinytorch.course.grading.feedback import regenerate_feedback
-    from tinytorch.course.results.final_grades import (final_grades, graded_assignment,
-                                                       write_final_grades)
-    from tinytorch.course.grading.gradebook import set_late_penalties
-    from tinytorch.course.results.lms import read_roster, write_export
-    # names are printed with their controls escaped
-    from tinytorch.course.basics.untrusted_text import printable
-    course, assignment = graded_assignment(args.course, args.module)
-    if args.out and not Path(args.out).parent.is_dir():
-        raise MissingInput(f"--out {args.out}: no folder {Path(args.out).parent} to write it in")
-    # a bad roster fails before any writing
-    roster = read_roster(args.roster) if args.roster else None
-    if args.format == 'canvas' and roster is None:
-        raise BadInput("--format canvas: Canvas matches students by its own ids; pass --roster "
-                       "(Canvas' gradebook export, as downloaded, will do)")
-    parts, rows = final_grades(course, args.module)
-    final_out = args.out if args.format == 'final' else None
-    path = write_final_grades(parts, rows, final_out or course / f"final_grades_{assignment}.csv")
-    counts = {s: sum(r['status'] == s for r in rows)
-              for s in ('complete', 'to grade', 'to confirm', 'flagged', 'failed')}
-    held = sum(r['status'] == 'held' for r in rows)
-    counts.update({'held': held} if held else {})
-    print(f"final grades: {path} ({len(rows)} students: "
-          + ', '.join(f"{n} {s}" for s, n in counts.items()) + ")")
-    review = [f"{printable(r['student'])} ({r['review'].split(':')[0]})"
-              for r in rows if r['review']]
-    if review:
-        print("ticked Flagged? in the formgrader, for your review (why: the review column): "
-              + ', '.join(review))
-    set_late_penalties(course, assignment, {r['student']: float(r['late_penalty']) for r in rows})
-    late = [f"{printable(r['student'])} -{r['late_penalty']}" for r in rows
-            if float(r['late_penalty']) > 0]
-    if late:
-        print(f"late penalties (points off each total; also in the gradebook): {', '.join(late)}")
-    if args.format != 'final':
-        export, notes = write_export(args.format, course, assignment, rows, roster, args.column,
-                                     args.out or course / f"{args.format}_grades_{assignment}.csv")
-        print(f"{args.format} export: {export}")
-        for line in notes:
-            print(f"  {printable(line)}")
-    pages = regenerate_feedback(course, assignment, parts, rows)
-    withheld = sorted(s for s, page in pages.items() if page is None)
-    print(f"feedback: {len(pages) - len(withheld)} page(s) rewritten in {course / 'feedback'}"
-          + (f"; withheld (they would show hidden tests): {', '.join(map(printable, withheld))}"
-             if withheld else ''))
+    from tinytorch.course.results.final_grades import grades
+    grades(args.module, args.course, args.format, args.out, args.roster, args.column)
     return 0
 
 # %% ../nbs/commands/cli.ipynb #cmd-docs

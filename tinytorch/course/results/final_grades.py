@@ -11,16 +11,16 @@ from pathlib import Path
 
 from ..basics.errors import BadInput, MissingInput
 from ..grading.grade_table import HELD, grades_by_student
-from ..grading.gradebook import read_gradebook
+from ..grading.gradebook import read_gradebook, set_late_penalties
 from ..grading.review import flagged_students
 from ..grading.late import LatePolicy, LateWork
 from ..basics.notebooks import module_number
-from ..basics.untrusted_text import csv_row
+from ..basics.untrusted_text import csv_row, printable
 from ..basics.vocabulary import CourseLayout, FinalStatus, PartStatus, atomic_write
 
 # %% auto #0
 __all__ = ['FINAL_COLUMNS', 'CourseNotGraded', 'graded_assignment', 'gradebook_problem', 'final_points', 'final_grades',
-           'write_final_grades']
+           'write_final_grades', 'grades']
 
 # %% ../../../nbs/course/results/final_grades.ipynb #course
 class CourseNotGraded(MissingInput):
@@ -171,3 +171,57 @@ def write_final_grades(parts: dict, rows: list, out) -> Path:
         w.writeheader()
         w.writerows(csv_row(row) for row in rows)
     return out
+
+# %% ../../../nbs/course/results/final_grades.ipynb #grades
+def _status_counts(rows: list) -> str:
+    "`N complete, N to grade, ...` of the final rows (`held` only when someone is)."
+    counts = {s: sum(r['status'] == s for r in rows)
+              for s in ('complete', 'to grade', 'to confirm', 'flagged', 'failed')}
+    held = sum(r['status'] == 'held' for r in rows)
+    counts.update({'held': held} if held else {})
+    return ', '.join(f"{n} {s}" for s, n in counts.items())
+
+def grades(module, course_dir, fmt: str = 'final', out=None, roster_file=None, column=None,
+           log=print) -> Path:
+    """Final grades of `module` in a graded course (and the `fmt` export, feedback pages, late
+    penalties in the gradebook); returns the final grades file."""
+    from tinytorch.course.grading.feedback import regenerate_feedback
+    from tinytorch.course.results.lms import read_roster, write_export
+    course, assignment = graded_assignment(course_dir, module)
+    if out and not Path(out).parent.is_dir():
+        raise MissingInput(f"--out {out}: no folder {Path(out).parent} to write it in")
+    roster = read_roster(roster_file) if roster_file else None     # fails before any writing
+    if fmt == 'canvas' and roster is None:
+        raise BadInput("--format canvas: Canvas matches students by its own ids; pass --roster "
+                       "(Canvas' gradebook export, as downloaded, will do)")
+    parts, rows = final_grades(course, module)
+    path = write_final_grades(parts, rows, (out if fmt == 'final' else None)
+                              or course / f"final_grades_{assignment}.csv")
+    log(f"final grades: {path} ({len(rows)} students: {_status_counts(rows)})")
+    _log_review_and_late(course, assignment, rows, log)
+    if fmt != 'final':
+        export, notes = write_export(fmt, course, assignment, rows, roster, column,
+                                     out or course / f"{fmt}_grades_{assignment}.csv")
+        log(f"{fmt} export: {export}")
+        for line in notes:
+            log(f"  {printable(line)}")
+    pages = regenerate_feedback(course, assignment, parts, rows)
+    withheld = sorted(s for s, page in pages.items() if page is None)
+    log(f"feedback: {len(pages) - len(withheld)} page(s) rewritten in {course / 'feedback'}"
+        + (f"; withheld (they would show hidden tests): {', '.join(map(printable, withheld))}"
+           if withheld else ''))
+    return path
+
+# %% ../../../nbs/course/results/final_grades.ipynb #grades-late
+def _log_review_and_late(course: Path, assignment: str, rows: list, log):
+    "Who is ticked Flagged? for review, and the late penalties (written into the gradebook too)."
+    review = [f"{printable(r['student'])} ({r['review'].split(':')[0]})"
+              for r in rows if r['review']]
+    if review:
+        log("ticked Flagged? in the formgrader, for your review (why: the review column): "
+            + ', '.join(review))
+    set_late_penalties(course, assignment, {r['student']: float(r['late_penalty']) for r in rows})
+    late = [f"{printable(r['student'])} -{r['late_penalty']}" for r in rows
+            if float(r['late_penalty']) > 0]
+    if late:
+        log(f"late penalties (points off each total; also in the gradebook): {', '.join(late)}")
