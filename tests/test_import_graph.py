@@ -109,7 +109,7 @@ def later_imports(graph: dict, stages=STAGES) -> list:
     bad = []
     for module, imported in sorted(graph.items()):
         own = stage_of(module)
-        if own is None:
+        if own not in order:    # the commands and the old addresses come after every stage
             continue
         for other in sorted(imported):
             theirs = stage_of(other)
@@ -124,7 +124,9 @@ def test_every_course_module_is_in_a_stage():
     course = [m for m in graph if m.startswith("tinytorch.course.")]
     assert len(course) > 30, course
     outside = [m for m in course if stage_of(m) not in STAGES]
-    assert outside == ["tinytorch.course.autograder"], outside     # `python -m` of graders built before the move
+    # the old addresses that graders and course configs written by earlier releases name
+    assert sorted(outside) == ["tinytorch.course.autograder", "tinytorch.course.collect",
+                               "tinytorch.course.nbgrader_export"], outside
 
 
 def test_no_stage_imports_a_later_one():

@@ -239,6 +239,7 @@ def demonstration_cells(nb: dict) -> list:
         return []
     return [c.index for c in cells if c.index not in kept]
 
+# %% ../../../nbs/course/grading/grading_inputs.ipynb #kernel-copy
 def for_kernel(nb: dict, source: dict) -> tuple:
     """(a copy of `nb` for nbgrader's run, the indices of the cells it leaves out): each cell of
     `demonstration_cells(nb)` whose id is a demonstration's in `source` tagged `SKIP_TAG`, the tag
