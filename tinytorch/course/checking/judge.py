@@ -91,6 +91,7 @@ class StudentProcess:
         self.stderr = b''             # the last bytes the student's processes wrote on stderr
         self.peak_memory, self.peak_disk, self.over_disk, self.over_wall = 0, 0, False, False
         self.starts, self.returncodes = 0, []
+        self.drainer = None            # the thread reading the newest student process's stderr
 
 # %% ../../../nbs/course/checking/judge.ipynb #student-process-start
 @patch(nm='start')
@@ -104,7 +105,8 @@ def _start(self: StudentProcess, first_answer_seconds: float) -> tuple:
     proc = subprocess.Popen(self.command, cwd=self.cwd, env=self.env, stdin=to_server,
                             stdout=to_judge, stderr=err_out, start_new_session=True)
     os.close(to_server); os.close(to_judge); os.close(err_out)
-    threading.Thread(target=self._drain, args=(err_in,), daemon=True).start()
+    self.drainer = threading.Thread(target=self._drain, args=(err_in,), daemon=True)
+    self.drainer.start()
     self.starts += 1
     conn = Connection(proc, from_judge, from_server)
     threading.Thread(target=self._watch, args=(proc, conn), daemon=True).start()
@@ -306,6 +308,8 @@ def judge_main(stdin: str, out_fd: int) -> int:
         outcome = run_judged(data['program'], student, library, data['cell_timeout'])
     except ServerGone as e:
         outcome = {'stopped': str(e)}
+        if student.drainer is not None:   # its last words may still be in the pipe
+            student.drainer.join(timeout=max(0.0, min(10.0, student.deadline - time.monotonic())))
     outcome['usage'] = {'peak_memory': student.peak_memory, 'peak_disk': student.peak_disk,
                         'over_disk': student.over_disk, 'over_wall': student.over_wall}
     outcome['student_processes'] = {'starts': student.starts, 'exits': student.returncodes,
