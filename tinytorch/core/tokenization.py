@@ -113,8 +113,7 @@ class BaseTokenizer:
         #       3. For each sequence: cut it down to L ids if needed (keep the start for
         #          truncation='post', the end for 'pre'), then write it at the left (padding='post')
         #          or right ('pre') of its row.
-        # HINT: `max(..., default=0)` handles an empty list; `row[L - n:]` is the last n slots of a
-        #       row.
+        # HINT: `max(..., default=0)` handles no sequences; `row[L - n:]` is a row's last n slots.
         ### BEGIN SOLUTION
         length = int(max_length) if max_length is not None else max((len(s) for s in seqs),
                                                                     default=0)
@@ -181,8 +180,7 @@ class CharTokenizer(BaseTokenizer):
     def decode(self, ids, skip_special_tokens=True) -> str:
         "The text of `ids`; special tokens skipped if `skip_special_tokens`, else shown as '<BOS>'."
         ids = self._check_ids(ids)   # a list of valid ints, or an error naming the bad id
-        # TODO: join `self.idx_to_char[i]` for every id, leaving out the special tokens (ids below
-        #       len(SPECIAL_TOKENS)) when skip_special_tokens is True.
+        # TODO: join `self.idx_to_char[i]` over ids, leaving out ids < len(SPECIAL_TOKENS) if asked.
         ### BEGIN SOLUTION
         n_special = len(SPECIAL_TOKENS)
         return ''.join(self.idx_to_char[i] for i in ids
@@ -293,9 +291,8 @@ class BPETokenizer(BaseTokenizer):
         while _N_BASE + len(merges) < self.target_vocab_size:
             best = stats.most_common()
             if best is None or best[1] < 2: break
-            pair = best[0]
-            stats.merge(pair, _N_BASE + len(merges))
-            merges.append(pair)
+            stats.merge(best[0], _N_BASE + len(merges))
+            merges.append(best[0])
         ### END SOLUTION
         self._install(merges)
         return self
