@@ -103,8 +103,11 @@ def file_text(path: Path, mask) -> str:
         return sqlite_text(path, mask)
     if zipfile.is_zipfile(path) and path.suffix in (".zip", ".whl"):
         with zipfile.ZipFile(path) as z:
-            parts = []
+            parts, package = [], []
             for info in sorted(z.infolist(), key=lambda i: i.filename):
+                if "/package/tinytorch/" in f"/{info.filename}":
+                    package.append(info.filename)        # the tree's own code: what a change changes
+                    continue
                 body = z.read(info)
                 if info.filename.endswith(".db"):        # a gradebook inside: its rows, as above
                     with tempfile.TemporaryDirectory() as tmp:
@@ -113,6 +116,8 @@ def file_text(path: Path, mask) -> str:
                 else:
                     text = _body(body, info.filename, mask)
                 parts.append(f"--- member {info.filename}\n{text}")
+            if package:
+                parts.append("--- members of the package's own source (tinytorch/), not recorded")
             return "\n".join(parts)
     return _body(data, path.name, mask)
 
