@@ -341,3 +341,12 @@ def test_the_parser_and_the_library_agree_on_defaults():
             assert default(command, name) == inspect.signature(fn).parameters[name].default, (command, name)
     assert parse_limits(*(default("grade", n) for n in ("memory", "processes", "disk"))) == Limits()
 
+
+
+def test_each_command_is_declared_beside_what_it_runs():
+    "A command's arguments, its handler and its line in --help are in one module."
+    from tinytorch.cli import available_commands
+    commands = available_commands()
+    assert len(commands) == len(COMMANDS) + 2, sorted(commands)     # and autograder, collect
+    for name, command in commands.items():
+        assert command.run.__module__ == command.arguments.__module__, name

@@ -88,11 +88,12 @@ and the library code this module builds on (its lettered notebooks, e.g. `11b_ro
 
 # %% ../../../nbs/course/authoring/workspace.ipynb #workspace-tooling
 WORKSPACE_TOOLING = ('course/basics/errors', 'course/basics/notebooks', 'course/basics/vocabulary',
-                     'course/basics/dependencies', 'course/checking/nbtests',
+                     'course/basics/dependencies', 'course/basics/defaults',
+                     'course/checking/nbtests',
                      'course/checking/selftest', 'course/checking/recheck',
                      'course/checking/judge_wire', 'course/checking/judge_server',
                      'course/checking/judge_remote', 'course/checking/judge', 'commands/cli',
-                     'commands/demo', 'commands/cli_arguments')
+                     'commands/demo', 'commands/options', 'commands/test')
 
 # %% ../../../nbs/course/authoring/workspace.ipynb #workspace-2
 def _strip_hidden_tests(nb: dict) -> dict:
