@@ -280,3 +280,73 @@ def test_a_workspace_that_fails_to_build_leaves_nothing_behind(tmp_path, monkeyp
         main(["release", "11", "--workspace", str(tmp_path / "handout")])
     assert [p.name for p in tmp_path.iterdir()] == ["handout"], list(tmp_path.iterdir())
     assert list((tmp_path / "handout").iterdir()) == [], "a failed release left files behind"
+
+
+# ------------------------------------------------------- each command in one place, its defaults in one
+
+DEFAULTED = {"cell_timeout", "wall_seconds", "memory", "processes", "disk"}   # the options the library takes too
+
+
+def spelled_defaults(package: Path) -> list:
+    """(file, line, name) of every parameter or field among DEFAULTED whose default is written as a literal
+    (`cell_timeout: int = 30`) instead of naming `tinytorch.course.basics.defaults`."""
+    import ast
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "defaults.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            pairs = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                pairs = list(zip(a.args[len(a.args) - len(a.defaults):], a.defaults)) + [
+                    (arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+                pairs = [(arg.arg, d) for arg, d in pairs]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
+                pairs = [(node.target.id, node.value)]
+            found += [(path.relative_to(package.parent).as_posix(), d.lineno, name) for name, d in pairs
+                      if name in DEFAULTED and isinstance(d, (ast.Constant, ast.BinOp))
+                      and getattr(d, "value", 0) is not None]
+    return found
+
+
+def test_option_defaults_are_written_once():
+    assert spelled_defaults(ROOT / "tinytorch") == []
+
+
+def test_a_literal_default_is_found(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("def grade(m, cell_timeout: int = 30, *, disk='1G', memory=None):\n"
+                                           "    pass\nclass Setup:\n    wall_seconds: float = 300\n"
+                                           "def fine(cell_timeout=CELL_TIMEOUT):\n    pass\n")
+    assert spelled_defaults(tmp_path / "pkg") == [("pkg/a.py", 1, "cell_timeout"), ("pkg/a.py", 1, "disk"),
+                                                  ("pkg/a.py", 4, "wall_seconds")]
+
+
+def test_the_parser_and_the_library_agree_on_defaults():
+    "`tinytorch grade` with no option grades as `grade(...)` called from Python does."
+    import argparse
+    import inspect
+    from tinytorch.cli import build_parser
+    from tinytorch.course.authoring.assignments import release
+    from tinytorch.course.grading.grading import grade
+    from tinytorch.course.isolation.limits import Limits, parse_limits
+    from tinytorch.course.platforms.autograder import GraderOptions
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    default = lambda command, dest: next(a.default for a in sub[command]._actions if a.dest == dest)
+    for command, fn, names in (("grade", grade, ("cell_timeout", "wall_seconds")),
+                               ("release", release, ("cell_timeout",)),
+                               ("autograder", GraderOptions, ("cell_timeout", "wall_seconds"))):
+        for name in names:
+            assert default(command, name) == inspect.signature(fn).parameters[name].default, (command, name)
+    assert parse_limits(*(default("grade", n) for n in ("memory", "processes", "disk"))) == Limits()
+
+
+
+def test_each_command_is_declared_beside_what_it_runs():
+    "A command's arguments, its handler and its line in --help are in one module."
+    from tinytorch.cli import available_commands
+    commands = available_commands()
+    assert len(commands) == len(COMMANDS) + 2, sorted(commands)     # and autograder, collect
+    for name, command in commands.items():
+        assert command.run.__module__ == command.arguments.__module__, name

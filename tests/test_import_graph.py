@@ -93,7 +93,7 @@ def test_a_planted_cycle_is_found(tmp_path):
 
 
 # The stages of a term, in the order they may import each other: a stage imports only the stages before it
-# (and itself). The `tinytorch` command (tinytorch.cli, cli_arguments, demo) comes after all of them.
+# (and itself). The `tinytorch` command (tinytorch.cli, tinytorch.commands.*, tinytorch.demo) comes after all of them.
 STAGES = ("basics", "authoring", "isolation", "checking", "pages", "grading", "platforms", "results", "site")
 
 

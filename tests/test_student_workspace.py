@@ -92,7 +92,8 @@ def test_the_workspace_ships_only_student_tooling(workspace):
     ws, bin_dir = workspace
     # the tooling's notebooks, in their folders (the lesson's are at the top of nbs/)
     tooling = sorted(p.relative_to(ws / "nbs").as_posix() for p in (ws / "nbs").glob("*/**/*.ipynb"))
-    assert tooling == ["commands/cli.ipynb", "commands/cli_arguments.ipynb", "commands/demo.ipynb",
+    assert tooling == ["commands/cli.ipynb", "commands/demo.ipynb", "commands/options.ipynb",
+                       "commands/test.ipynb", "course/basics/defaults.ipynb",
                        "course/basics/dependencies.ipynb", "course/basics/errors.ipynb",
                        "course/basics/notebooks.ipynb", "course/basics/vocabulary.ipynb",
                        "course/checking/judge.ipynb", "course/checking/judge_remote.ipynb",

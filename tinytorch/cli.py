@@ -7,319 +7,58 @@ and students) the course commands."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import sys
-from pathlib import Path
-from typing import Callable, NamedTuple
 
-from .course.basics.errors import BadInput, MissingInput, OutputInTheWay, UsageError
-from .cli_arguments import (autograder_args, collect_args, demo_args, docs_args,
-                                     formgrade_args, grade_args,
-                                     grade_merge_args, grades_args, metadata_args, release_args,
-                                     test_args)
-from .demo import demo
+from .course.basics.errors import UsageError
+from .commands.options import Command
 
 # %% auto #0
-__all__ = ['COMMANDS', 'cmd_demo', 'cmd_release', 'cmd_test', 'cmd_grade', 'cmd_formgrade', 'cmd_grades', 'cmd_docs',
-           'cmd_metadata', 'cmd_grade_merge', 'cmd_autograder', 'cmd_collect', 'cmd_report', 'Command', 'missing_extra',
-           'available_commands', 'build_parser', 'main']
+__all__ = ['COMMAND_MODULES', 'available_commands', 'missing_extra', 'build_parser', 'main']
 
-# %% ../nbs/commands/cli.ipynb #course-cmds
-def _nbs_dir(value) -> Path:
-    if value:
-        if not Path(value).is_dir():
-            raise MissingInput(f"--nbs {value}: no such folder (expected the folder of the "
-                               "course's notebooks)")
-        return Path(value)
-    return Path('nbs') if Path('nbs').is_dir() else Path('.')
-
-# %% ../nbs/commands/cli.ipynb #folder-to-write
-def _folder_to_write(value, option: str):
-    "`value`, checked before any work: an output folder option must not name a file."
-    if value is not None and Path(value).exists() and not Path(value).is_dir():
-        raise OutputInTheWay(f"{option} {value}: is a file, expected a folder to write into")
-    return value
-
-# %% ../nbs/commands/cli.ipynb #cmd-demo-release
-def cmd_demo(args) -> int:
-    demo(steps=args.steps, seed=args.seed, text_path=args.text,
-         out_dir=_folder_to_write(args.out, '--out'))   # bad --text: main() reports it
-    return 0
-
-# %% ../nbs/commands/cli.ipynb #cmd-release
-def cmd_release(args) -> int:
-    from tinytorch.course.authoring.assignments import release
-    from tinytorch.course.authoring.workspace import build_workspace
-    if getattr(args, 'wheel', None):
-        return _release_wheel(args)
-    if args.workspace:
-        path = build_workspace(args.module, _nbs_dir(args.nbs),
-                               _folder_to_write(args.workspace, '--workspace'),
-                               cell_timeout=args.cell_timeout)
-        print(f"student workspace written: {path} (give students this folder; see its README.md)")
-        return 0
-    path = release(args.module, _nbs_dir(args.nbs), _folder_to_write(args.to, '--to'),
-                   cell_timeout=args.cell_timeout)
-    print(f"student notebook written: {path}")
-    return 0
-
-# %% ../nbs/commands/cli.ipynb #cmd-release-wheel
-def _release_wheel(args) -> int:
-    "`release --wheel DIR`: the students' package for a JupyterHub image."
-    from tinytorch.course.authoring.workspace import build_student_wheel
-    if args.workspace:
-        raise BadInput(f"--wheel {args.wheel}: a wheel or a workspace (--workspace), not both")
-    wheel = build_student_wheel(args.module, _nbs_dir(args.nbs),
-                                _folder_to_write(args.wheel, '--wheel'),
-                                cell_timeout=args.cell_timeout)
-    print(f"students' wheel written: {wheel} (no solution or hidden-test line in it; "
-          f"a JupyterHub image installs it with `pip install {wheel.name}`)")
-    return 0
-
-# %% ../nbs/commands/cli.ipynb #cmd-test
-def cmd_test(args) -> int:
-    from tinytorch.course.basics.notebooks import find_notebook
-    from tinytorch.course.checking.selftest import format_report, run_notebook_tests
-    notebook = Path(args.notebook) if args.notebook else find_notebook(args.module,
-                                                                       _nbs_dir(args.nbs))
-    if not notebook.is_file():
-        raise MissingInput(f"--notebook {notebook}: no such file")
-    report = run_notebook_tests(notebook, timeout=args.cell_timeout)
-    print(format_report(report))
-    return 0 if report['parts'] and report['graded_points'] == report['max_points'] else 1
-
-# %% ../nbs/commands/cli.ipynb #late-work
-def _late_work(args):
-    """The `LateWork` of `grade`'s --due, --late-policy, --late-floor and --extensions, checked
-    before any work."""
-    from tinytorch.course.grading.late import (LateWork, parse_late_policy, parse_time,
-                                               read_extensions)
-    policy = parse_late_policy(args.late_policy, args.late_floor)
-    due = parse_time(args.due, '--due') if args.due else None
-    if due is None and policy.kind != 'none':
-        raise BadInput(f"--late-policy {args.late_policy}: a late policy needs a due date (--due)")
-    return LateWork(due, policy, read_extensions(args.extensions, due) if args.extensions else {})
-
-# %% ../nbs/commands/cli.ipynb #cmd-grade
-def cmd_grade(args) -> int:
-    from tinytorch.course.grading.grading import grade
-    from tinytorch.course.isolation.limits import parse_limits
-    from tinytorch.course.results.lms import apply_roster, read_roster
-    from tinytorch.course.basics.untrusted_text import printable
-    limits = parse_limits(args.memory, args.processes, args.disk)  # bad values fail before any work
-    late, roster = _late_work(args), read_roster(args.roster) if args.roster else None
-    results, csv_path = grade(args.module, args.submissions, _nbs_dir(args.nbs),
-                              _folder_to_write(args.course, '--course'), jobs=args.jobs,
-                              cell_timeout=args.cell_timeout, wall_seconds=args.wall_seconds,
-                              sandbox=not args.no_sandbox, shard=args.shard, limits=limits,
-                              late=late, clear=args.clear, only=args.only)
-    if roster is not None:
-        for line in apply_roster(csv_path.parent, roster, [r.student for r in results]):
-            print(printable(line))
-    troubled = [r.student for r in results if r.failure or r.flags]
-    if troubled:
-        print(f"{len(troubled)} submission(s) need your attention (status failed/flagged in "
-              f"{csv_path}): "
-              + ', '.join(map(printable, troubled)))
-        return 3
-    return 0
-
-# %% ../nbs/commands/cli.ipynb #cmd-formgrade
-def cmd_formgrade(args) -> int:
-    from tinytorch.course.results.manual_grading import hub_service, serve_formgrader
-    if getattr(args, 'hub_service', False):
-        if args.port:
-            raise BadInput(f"--port {args.port}: as a hub service the hub gives the port (its url)")
-        return serve_formgrader(args.course, hub=hub_service())  # serves until the hub stops it
-    return serve_formgrader(args.course, port=args.port)  # prints the address, serves until Ctrl-C
-
-# %% ../nbs/commands/cli.ipynb #course-cmds-2
-def cmd_grades(args) -> int:
-    from tinytorch.course.results.final_grades import grades
-    grades(args.module, args.course, args.format, args.out, args.roster, args.column)
-    return 0
-
-# %% ../nbs/commands/cli.ipynb #cmd-docs
-def cmd_docs(args) -> int:
-    from tinytorch.course.site.docs import build_docs
-    # logs pages and build time
-    site = build_docs(out_dir=_folder_to_write(args.out, '--out'), nbs_dir=_nbs_dir(args.nbs))
-    print(f"open {Path(site).resolve() / 'index.html'}")
-    return 0
-
-# %% ../nbs/commands/cli.ipynb #cmd-metadata
-def cmd_metadata(args) -> int:
-    from tinytorch.course.authoring.assignments import sync_metadata
-    folder = _nbs_dir(args.nbs)
-    nbs = sorted(folder.glob('[0-9][0-9]_*.ipynb'))
-    if not nbs:
-        raise MissingInput(f"no course notebooks (NN_name.ipynb) in {folder}: pass --nbs DIR")
-    stale = {nb.name: sync_metadata(nb, check=args.check) for nb in nbs}
-    stale = {k: v for k, v in stale.items() if v}
-    for name, cells in stale.items():
-        print(f"{name}: {'stale' if args.check else 'updated'} nbgrader metadata in cells {cells}")
-    if args.check and stale:
-        print("run `tinytorch metadata` (then nbdev-clean) and commit the notebooks",
-              file=sys.stderr)
-        return 1
-    print(f"nbgrader metadata {'checked' if args.check else 'synced'} in {len(nbs)} notebook(s)")
-    return 0
-
-# %% ../nbs/commands/cli.ipynb #merge-cmd
-def cmd_grade_merge(args) -> int:
-    from tinytorch.course.grading.shards import merge_grade_csvs
-    # refusals: main() prints the one line
-    m = merge_grade_csvs(args.out, args.shards, course=args.course)
-    empty = f", {m['empty_shards']} of them empty" if m['empty_shards'] else ''
-    print(f"merged {m['students']} student(s) ({m['rows']} rows) from {m['shards']} shard "
-          f"CSV(s){empty} into {m['path']}")
-    if m['course'] is not None:
-        print(f"one course for the whole class in {m['course']} (one gradebook): `tinytorch "
-              f"formgrade {m['course']}`, then `tinytorch grades MODULE --course {m['course']}`")
-    if m['attention']:
-        print(f"{len(m['attention'])} submission(s) need your attention: status failed/flagged in "
-              f"{m['path']}")
-    return 0
-
-# %% ../nbs/commands/cli.ipynb #autograder-cmd
-def cmd_autograder(args) -> int:
-    from tinytorch.course.platforms.autograder import GraderOptions, write_autograder
-    options = GraderOptions(args.target, args.hidden_tests, args.cell_timeout, args.wall_seconds,
-                            not args.no_sandbox)
-    if args.try_notebook is not None:
-        return _try_autograder(args, options)
-    if args.grader is not None:
-        raise BadInput(f"--grader {args.grader}: only with --try NOTEBOOK (to try that grader on "
-                       "it)")
-    path = write_autograder(args.module, _nbs_dir(args.nbs), _folder_to_write(args.to, '--to'),
-                            options, image=args.image)
-    print(f"{args.target} grader written: {path}"
-          + (" (upload this zip as the assignment's autograder)"
-          if args.target == 'gradescope' else f" (build image/ as {args.image}, push it, copy "
-                                              "questions/ into the course)"))
-    return 0
-
-# %% ../nbs/commands/cli.ipynb #try-autograder
-def _try_autograder(args, options) -> int:
-    """`--try`: grade one notebook with the grader (the one given, or one built now) as its platform
-    would; 1 if it failed."""
-    import tempfile
-    from tinytorch.course.platforms.autograder import write_autograder
-    from tinytorch.course.platforms.autograder_try import describe, try_grader
-    with tempfile.TemporaryDirectory(prefix='tinytorch-autograder-') as tmp:
-        grader = args.grader or write_autograder(args.module, _nbs_dir(args.nbs), tmp, options,
-                                                 image=args.image)
-        run = try_grader(args.target, grader, args.try_notebook, log=print)
-    print(describe(run))
-    if run.failed:
-        print(f"the grader failed on {args.try_notebook}; what it printed (the platform shows it "
-              "to instructors):\n"
-              f"{run.output[-4000:]}", file=sys.stderr)
-        return 1
-    return 0
-
-# %% ../nbs/commands/cli.ipynb #collect-cmd
-def cmd_collect(args) -> int:
-    from tinytorch.course.grading.collect import collect
-    return collect(args.assignment, args.course, update=args.update)
-
-# %% ../nbs/commands/cli.ipynb #cmd-report
-def cmd_report(args) -> int:
-    from tinytorch.course.results.report.page import write_class_report
-    from tinytorch.course.results.report.similarity import THRESHOLD
-    from tinytorch.course.basics.untrusted_text import printable
-    if not Path(args.course).is_dir():
-        raise MissingInput(f"--course {args.course}: no such folder (expected the course folder "
-                           "that `tinytorch grade` wrote)")
-    report = write_class_report(args.course, args.module, _folder_to_write(args.out, '--out'))
-    print(f"class report: {report.students} submissions\n{report.table}")
-    pairs = [f"{printable(p.first)} and {printable(p.second)} {p.similarity:.2f} "
-             f"({', '.join(map(printable, p.parts))})" for p in report.pairs]
-    print(f"alike (at least {THRESHOLD:g} of the fingerprints; a lead to look at, never a "
-          "penalty): " + ('; '.join(pairs) or 'no pair'))
-    print(f"written: {report.page}, {report.report_csv}, {report.similarity_csv}, "
-          + ', '.join(p.name for p in report.plots))
-    return 0
-
-# %% ../nbs/commands/cli.ipynb #commands
-class Command(NamedTuple):
-    """One `tinytorch` command: what it needs installed, what runs it, its arguments and its line in
-    `--help`."""
-    # its course module: where that isn't installed (a student's workspace), it isn't offered
-    module: str | None
-    # `pip install 'tinytorch[EXTRA]'`: the requirements it needs (None: the base install)
-    extra: str | None
-    run: Callable           # parsed arguments -> exit code
-    arguments: Callable     # adds its arguments to its parser
-    help: str
-
-COMMANDS = {
-    'demo': Command(None, None, cmd_demo, demo_args,
-                    "train embeddings on real text, end to end, and show what they learned"),
-    'release': Command('authoring.assignments', 'course', cmd_release, release_args,
-                       "write the student version of a module's notebook"),
-    'test': Command('checking.selftest', 'student', cmd_test, test_args,
-                    "run the graded tests of your own notebook, then "
-                    "import its export as the grader does"),
-    'grade': Command('grading.grading', 'course', cmd_grade, grade_args,
-                     "autograde SUBMISSIONS/<student>/[<assignment>/]<notebook>.ipynb"),
-    'grade-merge': Command('grading.shards', 'course', cmd_grade_merge, grade_merge_args,
-                           "merge the grades CSVs of `grade --shard` runs into the CSV of one run"),
-    'formgrade': Command('results.manual_grading', 'course', cmd_formgrade, formgrade_args,
-                         "serve nbgrader's formgrader on a graded course (score the written "
-                         "answers)"),
-    'grades': Command('results.manual_grading', 'course', cmd_grades, grades_args,
-                      "final grades CSV and feedback after manual grading; exports for an LMS"),
-    'docs': Command('site.docs', 'docs', cmd_docs, docs_args,
-                    "build the docs site (executed notebooks, API, guides) into _docs/"),
-    'metadata': Command('authoring.assignments', 'course', cmd_metadata, metadata_args,
-                        "set nbgrader metadata from the notebooks' markers"),
-    'autograder': Command('platforms.autograder', 'course', cmd_autograder, autograder_args,
-                          "write a Gradescope autograder or a PrairieLearn external grader for a "
-                          "module"),
-    'collect': Command('grading.collect', 'course', cmd_collect, collect_args,
-                       "nbgrader collect, copying nothing through a "
-                       "symbolic link and keeping when each submission reached the exchange (for "
-                       "grade's late policy)"),
-}
-
-# %% ../nbs/commands/cli.ipynb #report-command
-from .cli_arguments import report_args
-
-COMMANDS['report'] = Command('results.report', 'course', cmd_report, report_args,
-                             "after grade (or grades): which parts the class missed and why, "
-                             "plots, and submissions that look alike")
-
-# %% ../nbs/commands/cli.ipynb #missing-extra
-def missing_extra(command: str) -> str | None:
-    """One line saying what to install when `command`'s extra is not (wholly) installed; None when
-    it is."""
-    extra = COMMANDS[command].extra
-    if extra is None:
-        return None                     # `demo`: the base install is enough
-    from tinytorch.course.basics.dependencies import missing_modules
-    missing = missing_modules(extra)
-    return (f"needs {', '.join(missing)}, not installed here: pip install "
-            f"'tinytorch[{extra}]'") if missing else None
+# %% ../nbs/commands/cli.ipynb #command-modules
+COMMAND_MODULES = {'demo': 'tinytorch.demo', **{
+    name: f"tinytorch.commands.{name.replace('-', '_')}" for name in (
+        'release', 'test', 'grade', 'grade-merge', 'formgrade', 'grades', 'docs', 'metadata',
+        'autograder', 'collect', 'report')}}
 
 # %% ../nbs/commands/cli.ipynb #available
 def _installed(module: str) -> bool:
-    "Whether `tinytorch.course.<module>` is here; a student's workspace has only some stages."
+    "Whether `module` is here; a student's workspace has only some commands and stages."
     try:
-        return importlib.util.find_spec(f'tinytorch.course.{module}') is not None
-    except ModuleNotFoundError:            # its stage is not installed
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:            # its package is not installed
         return False
 
-def available_commands() -> list:
-    "The commands whose course module is installed here, in help order (`demo` needs none)."
-    return [name for name, c in COMMANDS.items() if c.module is None or _installed(c.module)]
+def available_commands() -> dict:
+    """name -> `Command` of the commands offered here, in help order: those whose module and course
+    module are installed (`demo` needs no course module)."""
+    found = {}
+    for name, module in COMMAND_MODULES.items():
+        if _installed(module):
+            command = importlib.import_module(module).COMMAND
+            if command.module is None or _installed(f'tinytorch.course.{command.module}'):
+                found[name] = command
+    return found
+
+# %% ../nbs/commands/cli.ipynb #missing-extra
+def missing_extra(command: Command) -> str | None:
+    """One line saying what to install when `command`'s extra is not (wholly) installed; None when
+    it is."""
+    if command.extra is None:
+        return None                     # `demo`: the base install is enough
+    from tinytorch.course.basics.dependencies import missing_modules
+    missing = missing_modules(command.extra)
+    return (f"needs {', '.join(missing)}, not installed here: pip install "
+            f"'tinytorch[{command.extra}]'") if missing else None
 
 # %% ../nbs/commands/cli.ipynb #entry
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
+    "The parser of `commands` (default: those available here), each a subcommand."
     parser = argparse.ArgumentParser(prog='tinytorch', description="tinytorch course commands")
     sub = parser.add_subparsers(dest='command', required=True)
-    for name in available_commands():
-        command = COMMANDS[name]
+    for name, command in (available_commands() if commands is None else commands).items():
         p = sub.add_parser(name, help=command.help)
         command.arguments(p)
         p.set_defaults(func=command.run)
@@ -329,8 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     """Run one command; a `UsageError` is one line on stderr and exit code 2, anything else a bug
     with its traceback."""
-    args = build_parser().parse_args(argv)
-    needs = missing_extra(args.command)
+    commands = available_commands()
+    args = build_parser(commands).parse_args(argv)
+    needs = missing_extra(commands[args.command])
     if needs:
         print(f"tinytorch {args.command}: {needs}", file=sys.stderr)
         return 2

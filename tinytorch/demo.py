@@ -6,13 +6,15 @@ learned."""
 # %% ../nbs/commands/demo.ipynb #imports
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 
 from .course.basics.errors import BadInput
+from .commands.options import Command, folder_to_write, positive_int
 
 # %% auto #0
-__all__ = ['DemoInputError', 'read_text_file', 'demo']
+__all__ = ['COMMAND', 'DemoInputError', 'read_text_file', 'demo', 'demo_args', 'cmd_demo']
 
 # %% ../nbs/commands/demo.ipynb #demo
 class DemoInputError(BadInput):
@@ -75,3 +77,26 @@ def demo(steps: int = 400, seed: int = 0, text_path=None, out_dir='demo_output',
     return {'losses': m['run']['losses'], 'unigram_entropy': m['run']['unigram_entropy'],
             'final_loss': m['final_loss'], 'score_before': m['before']['score'],
             'score_after': m['after']['score'], 'plots': written}
+
+# %% ../nbs/commands/demo.ipynb #demo-args
+def demo_args(p):
+    steps, seed, out = (inspect.signature(demo).parameters[name].default
+                        for name in ('steps', 'seed', 'out_dir'))
+    p.add_argument('--steps', type=positive_int, default=steps,
+                   help=f"training steps (default {steps}; 50 is a quick look)")
+    p.add_argument('--seed', type=int, default=seed, help="random seed of the run; same seed, same "
+                                                          f"numbers (default {seed})")
+    p.add_argument('--text', metavar='FILE', help="a UTF-8 text file (default: Python's bundled "
+                                                  "documentation)")
+    p.add_argument('--out', metavar='DIR', default=out,
+                   help=f"folder for the plots (default: {out})")
+
+# %% ../nbs/commands/demo.ipynb #cmd-demo
+def cmd_demo(args) -> int:
+    demo(steps=args.steps, seed=args.seed, text_path=args.text,
+         out_dir=folder_to_write(args.out, '--out'))   # bad --text: main() reports it
+    return 0
+
+# %% ../nbs/commands/demo.ipynb #demo-command
+COMMAND = Command(None, None, cmd_demo, demo_args,
+                  "train embeddings on real text, end to end, and show what they learned")

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from ..basics.errors import BadInput
+from ..basics.defaults import CELL_TIMEOUT
 from ..basics.generation_cache import cached_generation
 from .leaks import find_leaks, notebook_text, secret_lines
 from tinytorch.course.basics.notebooks import (
@@ -190,7 +191,7 @@ def check_metadata(path) -> list:
     return sync_metadata(path, check=True)
 
 # %% ../../../nbs/course/authoring/assignments.ipynb #course-write
-def write_course(course_dir, notebooks, cell_timeout: int = 30) -> Path:
+def write_course(course_dir, notebooks, cell_timeout: int = CELL_TIMEOUT) -> Path:
     "A fresh nbgrader course folder with `source/<stem>/<notebook>` for each notebook."
     course_dir = Path(course_dir)
     course_dir.mkdir(parents=True, exist_ok=True)
@@ -251,7 +252,7 @@ def generate_assignment(course_dir, assignment: str) -> subprocess.CompletedProc
     return cached_generation(course_dir, assignment, run)
 
 # %% ../../../nbs/course/authoring/assignments.ipynb #release-2
-def release(module, nbs_dir, to, cell_timeout: int = 30) -> Path:
+def release(module, nbs_dir, to, cell_timeout: int = CELL_TIMEOUT) -> Path:
     "Write the student version of module `module` to folder `to`; return the notebook's path."
     source = find_notebook(module, nbs_dir)
     with tempfile.TemporaryDirectory(prefix='tinytorch-release-') as tmp:

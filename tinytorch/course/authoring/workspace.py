@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .assignments import release, tool_env
 from ..basics.dependencies import requirement_lines
+from ..basics.defaults import CELL_TIMEOUT
 from ..basics.errors import NotReady, OutputInTheWay
 from .leaks import notebook_text, secret_lines, workspace_leaks
 from ..basics.notebooks import (
@@ -87,11 +88,12 @@ and the library code this module builds on (its lettered notebooks, e.g. `11b_ro
 
 # %% ../../../nbs/course/authoring/workspace.ipynb #workspace-tooling
 WORKSPACE_TOOLING = ('course/basics/errors', 'course/basics/notebooks', 'course/basics/vocabulary',
-                     'course/basics/dependencies', 'course/checking/nbtests',
+                     'course/basics/dependencies', 'course/basics/defaults',
+                     'course/checking/nbtests',
                      'course/checking/selftest', 'course/checking/recheck',
                      'course/checking/judge_wire', 'course/checking/judge_server',
                      'course/checking/judge_remote', 'course/checking/judge', 'commands/cli',
-                     'commands/demo', 'commands/cli_arguments')
+                     'commands/demo', 'commands/options', 'commands/test')
 
 # %% ../../../nbs/course/authoring/workspace.ipynb #workspace-2
 def _strip_hidden_tests(nb: dict) -> dict:
@@ -137,7 +139,7 @@ def _built_in_place(dest: Path):
         raise
 
 # %% ../../../nbs/course/authoring/workspace.ipynb #workspace-build
-def build_workspace(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
+def build_workspace(module, nbs_dir, dest, cell_timeout: int = CELL_TIMEOUT) -> Path:
     """Write a student workspace for `module` into `dest` (which must not exist or be empty);
     built beside it and moved there at the end (`_built_in_place`): a failed one leaves nothing."""
     nbs_dir, dest = Path(nbs_dir), Path(dest)
@@ -209,7 +211,7 @@ def wheel_leaks(wheel, secrets: set) -> list:
 _BUILD_WHEEL = ('import sys; from setuptools import build_meta; '
                 'print(build_meta.build_wheel(sys.argv[1]))')
 
-def build_student_wheel(module, nbs_dir, dest, cell_timeout: int = 30) -> Path:
+def build_student_wheel(module, nbs_dir, dest, cell_timeout: int = CELL_TIMEOUT) -> Path:
     """The students' `tinytorch` for `module` as a wheel in folder `dest`: a workspace's package
     (the module exported from its release), every file leak-checked. A wheel of that name there is
     refused."""

@@ -24,6 +24,7 @@ from .grading_inputs import (
     unran_graded_cells as _unran_graded_cells)   # `course/grading/grading_inputs`
 from .late import LateWork, describe_lateness
 from ..isolation.limits import Limits
+from ..basics.defaults import CELL_TIMEOUT, WALL_SECONDS
 from ..basics.notebooks import NotebookError, read_nb, read_submission
 from .provenance import is_cleared
 from ..checking.recheck import RecheckFailed, recheck_program
@@ -51,8 +52,8 @@ class GradingSetup:
     level: str
     template: Path             # folder with nbgrader_config.py and the template gradebook.db
     work_root: Path
-    cell_timeout: int = 30
-    wall_seconds: float = 300
+    cell_timeout: int = CELL_TIMEOUT
+    wall_seconds: float = WALL_SECONDS
     sandbox: Sandbox | None = None   # None: --no-sandbox
     limits: Limits = Limits(None, None, None)   # what each run may use (the ones that hold here)
     late: LateWork = field(default_factory=LateWork)   # due date, extensions, late policy

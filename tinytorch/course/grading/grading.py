@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..authoring.assignments import secret_lines
 from ..basics.errors import MissingInput
+from ..basics.defaults import CELL_TIMEOUT, WALL_SECONDS
 from .grade_one import GradingSetup, grade_one, write_feedback   # `course/grading/grade_one`
 from tinytorch.course.grading.grade_table import (
     UNSANDBOXED, StudentResult, kept_grades, settle_statuses, write_grades_csv, write_grading_log,
@@ -47,8 +48,9 @@ from ..basics.vocabulary import CourseLayout
 __all__ = ['set_up_grading', 'grade']
 
 # %% ../../../nbs/course/grading/grading.ipynb #prepare
-def set_up_grading(module, nbs_dir, course_dir, level: str, cell_timeout: int = 30,
-                   wall_seconds: float = 300, hide=()) -> GradingSetup:
+def set_up_grading(module, nbs_dir, course_dir, level: str,
+                   cell_timeout: int = CELL_TIMEOUT, wall_seconds: float = WALL_SECONDS,
+                   hide=()) -> GradingSetup:
     """Master course (source + gradebook) in `course_dir`, a template gradebook with no students,
     and, unless the isolation `level` is 'none', the sandbox every run gets (it never shows
     `kept_out`: `nbs_dir`, `course_dir`, `hide`, the cache)."""
@@ -247,7 +249,8 @@ def _write_grades(results: list, course_dir: Path, assignment: str, log,
 
 # %% ../../../nbs/course/grading/grading.ipynb #batch
 def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1,
-          cell_timeout: int = 30, wall_seconds: float = 300, sandbox: bool = True, log=print,
+          cell_timeout: int = CELL_TIMEOUT, wall_seconds: float = WALL_SECONDS,
+          sandbox: bool = True, log=print,
           shard=None, limits: Limits | None = None, late: LateWork | None = None, clear=(),
           only=()) -> tuple:
     """Grade every submission (with `shard='K/N'`, only shard K of N's; with `only`, those

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..basics.errors import BadInput
+from ..basics.defaults import DISK, MEMORY, PROCESSES
 
 # %% auto #0
 __all__ = ['parse_size', 'format_size', 'Limits', 'parse_limits', 'enforced', 'describe_limits', 'usable_jobs', 'rlimit_prefix',
@@ -55,9 +56,9 @@ def format_size(n: int) -> str:
 @dataclass(frozen=True)
 class Limits:
     "What one submission may use; None: no limit of that kind."
-    memory: int | None = 2 << 30    # bytes of data memory per process (RLIMIT_DATA)
-    processes: int | None = 512     # processes and threads together (RLIMIT_NPROC)
-    disk: int | None = 1 << 30      # bytes in the work folder, /tmp and /dev/shm together
+    memory: int | None = parse_size(MEMORY)  # bytes of data memory per process (RLIMIT_DATA)
+    processes: int | None = int(PROCESSES)   # processes and threads together (RLIMIT_NPROC)
+    disk: int | None = parse_size(DISK)      # bytes in the work folder, /tmp and /dev/shm together
 
     def __post_init__(self):
         for name, least in (('memory', 16 << 20), ('disk', 1 << 20), ('processes', 16)):
@@ -68,7 +69,7 @@ class Limits:
                 raise BadInput(f"--{name} {value!r}: expected at least {what}, or off")
 
 # %% ../../../nbs/course/isolation/limits.ipynb #parse-limits
-def parse_limits(memory='2G', processes='512', disk='1G') -> Limits:
+def parse_limits(memory=MEMORY, processes=PROCESSES, disk=DISK) -> Limits:
     """Limits from the command line's strings (`off` for none); BadInput naming the option and the
     value."""
     if str(processes).strip().lower() in _OFF:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..authoring.assignments import graded_parts
 from ..basics.errors import BadInput, OutputInTheWay
+from ..basics.defaults import CELL_TIMEOUT, PLATFORM_WALL_SECONDS
 from ..grading.gradebook import create_gradebooks
 from ..grading.grading_inputs import exported_module, grading_package
 from ..basics.notebooks import find_notebook, read_nb
@@ -58,9 +59,10 @@ class GraderOptions:
     the sandbox."""
     target: str                            # 'gradescope' or 'prairielearn'
     hidden_tests: str = 'after_published'  # or 'hidden': never shown to students
-    cell_timeout: int = 30  # seconds per notebook cell, as `tinytorch grade --cell-timeout`
+    # seconds per notebook cell, as `tinytorch grade --cell-timeout`
+    cell_timeout: int = CELL_TIMEOUT
     # seconds per graded run (nbgrader, then the re-check), as `--wall-seconds`
-    wall_seconds: int = 120
+    wall_seconds: int = PLATFORM_WALL_SECONDS
     sandbox: bool = True  # False: grade without bubblewrap (student code runs as root)
 
     def __post_init__(self):
