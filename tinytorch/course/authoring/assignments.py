@@ -183,6 +183,8 @@ c.OverwriteCells.add_missing_cells = True
 c.ExchangeFactory.collect = "tinytorch.course.grading.collect.CheckedCollect"
 # nbgrader export, quoted
 c.ExportApp.plugin_class = "tinytorch.course.results.nbgrader_export.QuotedCsvExportPlugin"
+# late penalties: the course's late policy (late_work.json), as tinytorch grade deducts them
+c.AssignLatePenalties.plugin_class = "tinytorch.course.grading.late.LatePenalty"
 '''
 
 # %% ../../../nbs/course/authoring/assignments.ipynb #course-check

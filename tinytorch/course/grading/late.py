@@ -20,8 +20,8 @@ from ..basics.untrusted_text import printable
 from ..basics.vocabulary import read_csv_lines
 
 # %% auto #0
-__all__ = ['parse_time', 'read_timestamp', 'LatePolicy', 'parse_late_policy', 'read_extensions', 'LateWork', 'describe_lateness',
-           'record_lateness', 'untimed_note', 'log_late_work']
+__all__ = ['parse_time', 'read_timestamp', 'LatePenalty', 'LatePolicy', 'parse_late_policy', 'read_extensions', 'LateWork',
+           'describe_lateness', 'record_lateness', 'untimed_note', 'log_late_work']
 
 # %% ../../../nbs/course/grading/late.ipynb #zone
 _TIME = re.compile(r'^(\d{4}-\d{2}-\d{2})[T ](\d{1,2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)\s*(.*)$')
@@ -81,9 +81,59 @@ def read_timestamp(folder: Path, shown: str) -> tuple:
     except BadInput as e:
         return None, str(e)
 
-# %% ../../../nbs/course/grading/late.ipynb #policy
+# %% ../../../nbs/course/grading/late.ipynb #late-plugin
+from nbgrader.plugins import LateSubmissionPlugin
+from traitlets import Float, Unicode, default, validate
+
 _UNIT_SECONDS = {'per-day': 86400, 'per-hour': 3600}
 
+class LatePenalty(LateSubmissionPlugin):
+    """The course's late policy as nbgrader's late-submission plugin: one rule for `tinytorch
+    grade`, `tinytorch grades` and `nbgrader autograde`. Unset in nbgrader's config, a value is
+    the one `tinytorch grade` kept in the course's late_work.json."""
+    kind = Unicode(help="none, zero, per-day or per-hour").tag(config=True)
+    percent = Float(help="per-day / per-hour: % of the points deducted per day / hour begun"
+                    ).tag(config=True)
+    floor = Float(help="% of the points a late submission keeps at least").tag(config=True)
+
+    def _kept(self, name: str):
+        from nbgrader.coursedir import CourseDirectory
+        return getattr(LateWork.load(Path(CourseDirectory(parent=self).root)).policy, name)
+
+    @default('kind')
+    def _kept_kind(self): return self._kept('kind')
+    @default('percent')
+    def _kept_percent(self): return self._kept('percent')
+    @default('floor')
+    def _kept_floor(self): return self._kept('floor')
+
+    @validate('kind')
+    def _known_kind(self, proposal):
+        if proposal.value not in ('none', 'zero', *_UNIT_SECONDS):
+            raise BadInput(f"LatePenalty.kind {proposal.value!r}: expected none, zero, per-day or "
+                           "per-hour")
+        return proposal.value
+
+    @validate('percent', 'floor')
+    def _a_percentage(self, proposal):
+        if not 0 <= proposal.value <= 100:
+            raise BadInput(f"LatePenalty.{proposal.trait.name} {proposal.value!r}: expected a "
+                           "percentage 0 … 100")
+        return proposal.value
+
+    def late_submission_penalty(self, student_id: str, score: float,
+                                total_seconds_late: float | None) -> float:
+        """Points deducted from `score` handed in `total_seconds_late` after the student's due date
+        (None or <= 0: on time)."""
+        if not total_seconds_late or total_seconds_late <= 0 or self.kind == 'none' or score <= 0:
+            return 0.0
+        if self.kind == 'zero':
+            return score
+        periods = math.ceil(total_seconds_late / _UNIT_SECONDS[self.kind])
+        share = min(periods * self.percent, 100.0 - self.floor) / 100
+        return round(score * share, 4)
+
+# %% ../../../nbs/course/grading/late.ipynb #policy
 @dataclass(frozen=True)
 class LatePolicy:
     kind: str = 'none'          # 'none', 'zero', 'per-day' or 'per-hour'
@@ -91,16 +141,17 @@ class LatePolicy:
     # % of the points a late submission keeps at least (per-day / per-hour)
     floor: float = 0.0
 
+    def __post_init__(self):
+        self.plugin()                   # a value that isn't a policy: BadInput naming it
+
+    def plugin(self) -> LatePenalty:
+        "This policy as nbgrader's late-submission plugin."
+        return LatePenalty(kind=self.kind, percent=self.percent, floor=self.floor)
+
     def penalty(self, points: float, seconds_late: float | None) -> float:
         """Points deducted from `points` handed in `seconds_late` after the due date (None or <= 0:
-        on time)."""
-        if not seconds_late or seconds_late <= 0 or self.kind == 'none' or points <= 0:
-            return 0.0
-        if self.kind == 'zero':
-            return points
-        periods = math.ceil(seconds_late / _UNIT_SECONDS[self.kind])
-        share = min(periods * self.percent, 100.0 - self.floor) / 100
-        return round(points * share, 4)
+        on time): the plugin's `late_submission_penalty`."""
+        return self.plugin().late_submission_penalty('', points, seconds_late)
 
     def describe(self) -> str:
         if self.kind in ('none', 'zero'):
