@@ -924,3 +924,53 @@ def test_the_machine_is_read_without_opening_a_file_each_time(monkeypatch):
     assert all(isinstance(r, int) and r >= 0 for r in readings), readings
     assert len(opened) == 1, opened
     os.close(P._pool["loadavg"])
+
+
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+@pytest.mark.parametrize("kernels", ["library", "lesson"])
+def test_zero_grad_reuses_the_dense_gradient_and_keeps_its_bits(threads, kernels):
+    # a training loop's steps: the optimizer's zero_grad, then a backward into the same array (no
+    # fresh memory to map), every step's gradient the loop's bits with the padding row zero
+    import weakref
+    from tinytorch.core.embeddings import lesson_kernels, library_kernels
+    from tinytorch.core.nn import SGD
+    rng = np.random.default_rng(11)
+    layer = Embedding(300, 4, padding_idx=0, seed=2,
+                      kernels={"library": library_kernels, "lesson": lesson_kernels}[kernels])
+    optimizer, previous = SGD(layer.parameters, lr=0.1), None
+    for step in range(3):
+        ids = rng.integers(0, 300, (5, 40))
+        ids[:, -3:] = 0
+        g = rng.standard_normal((5, 40, 4), dtype=np.float32)
+        optimizer.zero_grad()
+        layer(ids).backward(g)
+        expected = loop_reference_skipping(np.zeros((300, 4), np.float32), ids.reshape(-1),
+                                           g.reshape(-1, 4), 0)
+        np.testing.assert_array_equal(bits(layer.weight.grad), bits(expected))
+        if previous is not None:
+            assert previous() is layer.weight.grad, f"step {step}: not written into the kept array"
+        previous = weakref.ref(layer.weight.grad)
+        optimizer.step()
+
+
+@pytest.mark.parametrize("threads", [2], indirect=True)
+def test_helpers_let_go_of_a_finished_calls_arrays(threads):
+    # a helper thread waiting for work holds nothing of the last call: a table the caller dropped
+    # is freed (and the gradient array zero_grad kept is unshared, so the next backward reuses it)
+    import weakref
+    table, workers = np.zeros((1000, 8), np.float32), set()
+    def task(rows, i):
+        workers.add(threading.get_ident())
+        time.sleep(0.001)                                   # long enough for a helper to join in
+    for _ in range(200):
+        run_parallel(task, [(table, i) for i in range(8)])
+        if len(workers) > 1:
+            break
+    assert len(workers) > 1, "no helper thread took a task"
+    alive = weakref.ref(table)
+    del table
+    for _ in range(3000):                                   # the helper may still be finishing up
+        if alive() is None:
+            break
+        time.sleep(0.01)
+    assert alive() is None, "a helper thread still holds the finished call's array"

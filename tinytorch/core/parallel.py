@@ -117,6 +117,9 @@ def _serve(batches: queue.SimpleQueue):
         if cpu != kept_off and cpu in allowed and len(allowed) > 1 and _keep_off(cpu, allowed):
             kept_off = cpu
         batch.work()
+        # hold none of its arrays while waiting for the next: a gradient table dropped by its
+        # caller is freed, or written into again by the next backward (`Tensor.zero_grad`)
+        batch = None
 
 # %% ../../nbs/11a_parallel.ipynb #run-2
 PATIENCE_S = 100e-6      # `give_up`: the caller waits this much longer than its longest task

@@ -282,7 +282,7 @@ def _measure_backward_performance(self: EmbeddingProfiler, embedding_layer, batc
             layer.sparse = sparse
             out = layer(ids)
             def backward():
-                layer.weight.grad = None
+                layer.weight.zero_grad()        # as a training loop does: the array is reused
                 out.backward(g)
                 if sparse:
                     layer.weight.grad.coalesce()    # sum duplicates now, as an optimizer step would
