@@ -974,3 +974,20 @@ def test_helpers_let_go_of_a_finished_calls_arrays(threads):
             break
         time.sleep(0.01)
     assert alive() is None, "a helper thread still holds the finished call's array"
+
+
+def test_a_table_written_again_is_not_counted_as_new_memory(monkeypatch):
+    # a fresh table in new memory counts its whole size toward sharing the work on a busy machine
+    # (its pages are mapped as they are first written); the same array written again (the gradient
+    # zero_grad kept) has no page left to map: only the rows count
+    moved, real = [], K.parts_for
+    monkeypatch.setattr(K, "parts_for", lambda n, nbytes, m=None: moved.append(m) or real(n, nbytes, m))
+    monkeypatch.setattr(K, "_FEW_VALUES", 0)                    # planned, as a large job is
+    ids, rows = random_case(np.random.default_rng(5), 5000, 3000, 8)
+    table = np.empty((5000, 8), np.float32)
+    add_rows_at(table, ids, rows, fresh=True)
+    first = table.copy()
+    table[:] = np.nan                                           # garbage again
+    add_rows_at(table, ids, rows, fresh=True)
+    np.testing.assert_array_equal(bits(table), bits(first))
+    assert moved == [5000 * 8 * 4, None], moved
