@@ -294,6 +294,7 @@ def _measure_backward_performance(self: EmbeddingProfiler, embedding_layer, batc
                 'backward_time_max_ms': t['max_ms'], 'gradient_memory_mb': stored / 2**20,
                 'rows_touched': int(np.unique(ids).size), 'total_tokens': int(ids.size)}
     finally:
+        layer.weight.zero_grad(keep=False)          # no table-sized array left behind
         layer.sparse, layer.weight.grad = saved_mode, saved_grad
     self.results['backward'] = results
     return results

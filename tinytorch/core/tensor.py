@@ -124,11 +124,14 @@ class Tensor:
         "Same data, no history, no gradient."
         return Tensor(self.data)
 
-    def zero_grad(self):
+    def zero_grad(self, keep: bool = True):
         """Forget the accumulated gradient. A dense one's array is kept aside: the next `backward`
-        writes into it if nothing else holds it by then (`_spare_for`)."""
-        if isinstance(self.grad, np.ndarray):
+        writes into it if nothing else holds it by then (`_spare_for`). `keep=False`: nothing is
+        kept (an array kept before is let go too): its memory goes back."""
+        if keep and isinstance(self.grad, np.ndarray):
             self._spare = self.grad
+        elif not keep:
+            self._spare = None
         self.grad = None
 
 # %% ../../nbs/01_tensor.ipynb #withheld
