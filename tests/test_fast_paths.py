@@ -991,3 +991,23 @@ def test_a_table_written_again_is_not_counted_as_new_memory(monkeypatch):
     add_rows_at(table, ids, rows, fresh=True)
     np.testing.assert_array_equal(bits(table), bits(first))
     assert moved == [5000 * 8 * 4, None], moved
+
+
+def test_a_shared_scatter_add_is_timed_alone_first_as_a_lookup_is(monkeypatch):
+    # the same plan on the calling thread alone, for the first calls (their time is kept), then
+    # shared: whether sharing pays is measured, not assumed; the bits are the same either way
+    used = []
+    real = K.run_parallel
+    monkeypatch.setattr(K, "run_parallel", lambda fn, tasks, threads=None, **kw:
+                        used.append(threads) or real(fn, tasks, threads, **kw))
+    monkeypatch.setattr(K, "parts_for", lambda n, nbytes, moved=None: 2)
+    monkeypatch.setattr(K, "_FEW_VALUES", 0)
+    monkeypatch.setattr(P, "_timings", {})
+    monkeypatch.setitem(P._pool, "solo", 0)
+    monkeypatch.delenv("TINYTORCH_NUM_THREADS", raising=False)   # a count set is the count used
+    ids, rows = random_case(np.random.default_rng(9), 5000, 3000, 8)
+    expected = loop_reference(np.zeros((5000, 8), np.float32), ids, rows)
+    for _ in range(3):
+        out = add_rows_at(np.full((5000, 8), np.nan, np.float32), ids, rows, fresh=True)
+        np.testing.assert_array_equal(bits(out), bits(expected))
+    assert used[:2] == [1, 1] and used[2] in (1, 2), used

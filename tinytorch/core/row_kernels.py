@@ -587,16 +587,23 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
             return _add_few_rows(out, ids, rows, fresh, skip, *found)
     mapped = fresh and _pages_mapped(out)
     plan = _plan_for(ids, num_rows, rows.shape[1] * rows.itemsize, fresh, skip, mapped)
+    # a shared plan is timed on this thread alone first, as a lookup is (`alone_first`): its tasks
+    # are row ranges, so one thread running them all writes the same bits
+    job, start = ('add_rows', out.shape, out.dtype.str, n, fresh, mapped), time.perf_counter()
+    shared = plan is not None and plan.parts > 1 and not alone_first(job)
+    threads = plan.parts if shared else 1
     if plan is None:                               # every id was `skip`
         if fresh:
             _zero(out)
     elif plan.fill:
         parts = range(len(plan.steps.bounds) // _LEVELS)
-        run_parallel(_fill_part, [(out, rows, plan.steps, p) for p in parts], plan.parts)
+        run_parallel(_fill_part, [(out, rows, plan.steps, p) for p in parts], threads)
     else:
         steps, cuts = plan.steps
         jobs = [(out, rows, steps, cuts[t], cuts[t + 1], fresh) for t in range(plan.parts)]
-        run_parallel(_scatter_rows, jobs, plan.parts)
+        run_parallel(_scatter_rows, jobs, threads)
+    if plan is not None and plan.parts > 1:
+        note_time(job, time.perf_counter() - start, shared)
     if fresh:
         _note_filled(out)
     return out
