@@ -374,6 +374,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                       'tinytorch/core/row_kernels.py'),
                                             'tinytorch.core.row_kernels._refuse_if_withheld': ( 'row_kernels.html#_refuse_if_withheld',
                                                                                                 'tinytorch/core/row_kernels.py'),
+                                            'tinytorch.core.row_kernels._run_plan': ( 'row_kernels.html#_run_plan',
+                                                                                      'tinytorch/core/row_kernels.py'),
                                             'tinytorch.core.row_kernels._scatter_plan': ( 'row_kernels.html#_scatter_plan',
                                                                                           'tinytorch/core/row_kernels.py'),
                                             'tinytorch.core.row_kernels._scatter_rows': ( 'row_kernels.html#_scatter_rows',

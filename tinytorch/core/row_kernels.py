@@ -551,6 +551,24 @@ def _add_few_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: boo
         np.add.at(out, ids[at], rows[at])                   # unbuffered, in occurrence order
     return out
 
+# %% ../../nbs/11b_row_kernels.ipynb #run-plan
+def _run_plan(out: np.ndarray, rows: np.ndarray, plan: _Plan, fresh: bool, job: tuple):
+    """Carry out `plan` into `out`. A shared plan is timed on the calling thread alone first, as a
+    lookup is (`alone_first`, `note_time`: whether sharing pays is measured, not assumed); its
+    tasks are row ranges, so one thread running them all writes the same bits."""
+    start = time.perf_counter()
+    shared = plan.parts > 1 and not alone_first(job)
+    threads = plan.parts if shared else 1
+    if plan.fill:
+        parts = range(len(plan.steps.bounds) // _LEVELS)
+        run_parallel(_fill_part, [(out, rows, plan.steps, p) for p in parts], threads)
+    else:
+        steps, cuts = plan.steps
+        jobs = [(out, rows, steps, cuts[t], cuts[t + 1], fresh) for t in range(plan.parts)]
+        run_parallel(_scatter_rows, jobs, threads)
+    if plan.parts > 1:
+        note_time(job, time.perf_counter() - start, shared)
+
 # %% ../../nbs/11b_row_kernels.ipynb #add-rows-api
 def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False,
                 skip: Optional[int] = None) -> np.ndarray:
@@ -587,23 +605,11 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
             return _add_few_rows(out, ids, rows, fresh, skip, *found)
     mapped = fresh and _pages_mapped(out)
     plan = _plan_for(ids, num_rows, rows.shape[1] * rows.itemsize, fresh, skip, mapped)
-    # a shared plan is timed on this thread alone first, as a lookup is (`alone_first`): its tasks
-    # are row ranges, so one thread running them all writes the same bits
-    job, start = ('add_rows', out.shape, out.dtype.str, n, fresh, mapped), time.perf_counter()
-    shared = plan is not None and plan.parts > 1 and not alone_first(job)
-    threads = plan.parts if shared else 1
     if plan is None:                               # every id was `skip`
         if fresh:
             _zero(out)
-    elif plan.fill:
-        parts = range(len(plan.steps.bounds) // _LEVELS)
-        run_parallel(_fill_part, [(out, rows, plan.steps, p) for p in parts], threads)
     else:
-        steps, cuts = plan.steps
-        jobs = [(out, rows, steps, cuts[t], cuts[t + 1], fresh) for t in range(plan.parts)]
-        run_parallel(_scatter_rows, jobs, threads)
-    if plan is not None and plan.parts > 1:
-        note_time(job, time.perf_counter() - start, shared)
+        _run_plan(out, rows, plan, fresh, ('add_rows', out.shape, out.dtype.str, n, fresh, mapped))
     if fresh:
         _note_filled(out)
     return out
