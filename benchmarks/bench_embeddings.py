@@ -91,6 +91,7 @@ import os
 import platform
 import resource
 import time
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -258,7 +259,7 @@ def step_contenders(layer, ids, grad, use_torch, form="array"):
         fns["fwd + sparse bwd"]["torch"] = lambda: F.embedding(torch_ids(), tw, padding_idx=pad, sparse=True).backward(t_grad)
 
     def forget_grads(who=None):
-        layer.weight.grad = None
+        layer.weight.zero_grad()       # as an optimizer's zero_grad: the dense array is reused
         if use_torch:
             tw.grad = None
     forget_grads.torch_grad = lambda: tw.grad.numpy()
@@ -417,7 +418,7 @@ def bench_config(name, vocab, dim, shape, repeats, bandwidth, use_torch):
         fns["torch"] = lambda: t_out.backward(t_grad, retain_graph=True)
     def reset(who):
         if who == "ours":
-            layer.weight.grad = None
+            layer.weight.zero_grad()
         else:
             tw.grad = None
         gc.collect()
@@ -600,8 +601,9 @@ def grid_contenders(vocab, dim, shape, use_torch, before=None, fresh=False):
     fwd, step = {"NumPy": numpy_forward}, {}
     for name, lay in layers.items():
         for suffix, wrap in (("", lambda f: f), (", 1 thread", one_thread)):
-            def forward(lay=lay, next_ids=turns()):
-                with no_grad():
+            # each tree's own no_grad (a checkout's Tensor reads its own module's switch)
+            def forward(lay=lay, next_ids=turns(), off=sys.modules[type(lay.weight).__module__].no_grad):
+                with off():
                     lay.forward(next_ids())
             def fwd_bwd(lay=lay, next_ids=turns()):
                 lay.forward(next_ids()).backward(grad)
@@ -618,8 +620,11 @@ def grid_contenders(vocab, dim, shape, use_torch, before=None, fresh=False):
         fwd["torch"], step["torch"] = torch_forward, torch_step
 
     def forget(_=None):
+        # each side as its optimizer's zero_grad does: ours keeps the dense array for the next
+        # backward to write into (unless something else holds it), torch's (set_to_none=True)
+        # drops it
         for lay in layers.values():
-            lay.weight.grad = None
+            lay.weight.zero_grad()
         if use_torch:
             tw.grad = None
     return {"forward": fwd, "fwd + dense bwd": step}, forget

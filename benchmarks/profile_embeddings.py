@@ -15,7 +15,7 @@ Pieces (indented ones are parts of the line above them):
     thread hand-off        run_parallel of two empty tasks: waking a helper and waiting for it
     gather                 gather_rows(checked=True) into a reused array, all threads
   forward, graph recorded  the same with autograd on: the difference is the forward's bookkeeping
-  backward, dense          out.backward(g) into a fresh (vocab, dim) gradient
+  backward, dense          out.backward(g) after zero_grad (the dense array written again)
     autograd bookkeeping   the same backward with the scatter-add replaced by a no-op
     scatter-add            scatter_add_rows(ids, g, vocab) alone
       scatter plan         sorting the ids and planning where each row goes (new ids: nothing remembered)
@@ -132,7 +132,7 @@ def main():
             layer.forward(ids)
 
     def forget_grad():
-        layer.weight.grad = None
+        layer.weight.zero_grad()        # as a training loop does: the dense array is reused
 
     held = {}
     def new_output():

@@ -924,3 +924,90 @@ def test_the_machine_is_read_without_opening_a_file_each_time(monkeypatch):
     assert all(isinstance(r, int) and r >= 0 for r in readings), readings
     assert len(opened) == 1, opened
     os.close(P._pool["loadavg"])
+
+
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+@pytest.mark.parametrize("kernels", ["library", "lesson"])
+def test_zero_grad_reuses_the_dense_gradient_and_keeps_its_bits(threads, kernels):
+    # a training loop's steps: the optimizer's zero_grad, then a backward into the same array (no
+    # fresh memory to map), every step's gradient the loop's bits with the padding row zero
+    import weakref
+    from tinytorch.core.embeddings import lesson_kernels, library_kernels
+    from tinytorch.core.nn import SGD
+    rng = np.random.default_rng(11)
+    layer = Embedding(300, 4, padding_idx=0, seed=2,
+                      kernels={"library": library_kernels, "lesson": lesson_kernels}[kernels])
+    optimizer, previous = SGD(layer.parameters, lr=0.1), None
+    for step in range(3):
+        ids = rng.integers(0, 300, (5, 40))
+        ids[:, -3:] = 0
+        g = rng.standard_normal((5, 40, 4), dtype=np.float32)
+        optimizer.zero_grad()
+        layer(ids).backward(g)
+        expected = loop_reference_skipping(np.zeros((300, 4), np.float32), ids.reshape(-1),
+                                           g.reshape(-1, 4), 0)
+        np.testing.assert_array_equal(bits(layer.weight.grad), bits(expected))
+        if previous is not None:
+            assert previous() is layer.weight.grad, f"step {step}: not written into the kept array"
+        previous = weakref.ref(layer.weight.grad)
+        optimizer.step()
+
+
+@pytest.mark.parametrize("threads", [2], indirect=True)
+def test_helpers_let_go_of_a_finished_calls_arrays(threads):
+    # a helper thread waiting for work holds nothing of the last call: a table the caller dropped
+    # is freed (and the gradient array zero_grad kept is unshared, so the next backward reuses it)
+    import weakref
+    table, workers = np.zeros((1000, 8), np.float32), set()
+    def task(rows, i):
+        workers.add(threading.get_ident())
+        time.sleep(0.001)                                   # long enough for a helper to join in
+    for _ in range(200):
+        run_parallel(task, [(table, i) for i in range(8)])
+        if len(workers) > 1:
+            break
+    assert len(workers) > 1, "no helper thread took a task"
+    alive = weakref.ref(table)
+    del table
+    for _ in range(3000):                                   # the helper may still be finishing up
+        if alive() is None:
+            break
+        time.sleep(0.01)
+    assert alive() is None, "a helper thread still holds the finished call's array"
+
+
+def test_a_table_written_again_is_not_counted_as_new_memory(monkeypatch):
+    # a fresh table in new memory counts its whole size toward sharing the work on a busy machine
+    # (its pages are mapped as they are first written); the same array written again (the gradient
+    # zero_grad kept) has no page left to map: only the rows count
+    moved, real = [], K.parts_for
+    monkeypatch.setattr(K, "parts_for", lambda n, nbytes, m=None: moved.append(m) or real(n, nbytes, m))
+    monkeypatch.setattr(K, "_FEW_VALUES", 0)                    # planned, as a large job is
+    ids, rows = random_case(np.random.default_rng(5), 5000, 3000, 8)
+    table = np.empty((5000, 8), np.float32)
+    add_rows_at(table, ids, rows, fresh=True)
+    first = table.copy()
+    table[:] = np.nan                                           # garbage again
+    add_rows_at(table, ids, rows, fresh=True)
+    np.testing.assert_array_equal(bits(table), bits(first))
+    assert moved == [5000 * 8 * 4, None], moved
+
+
+def test_a_shared_scatter_add_is_timed_alone_first_as_a_lookup_is(monkeypatch):
+    # the same plan on the calling thread alone, for the first calls (their time is kept), then
+    # shared: whether sharing pays is measured, not assumed; the bits are the same either way
+    used = []
+    real = K.run_parallel
+    monkeypatch.setattr(K, "run_parallel", lambda fn, tasks, threads=None, **kw:
+                        used.append(threads) or real(fn, tasks, threads, **kw))
+    monkeypatch.setattr(K, "parts_for", lambda n, nbytes, moved=None: 2)
+    monkeypatch.setattr(K, "_FEW_VALUES", 0)
+    monkeypatch.setattr(P, "_timings", {})
+    monkeypatch.setitem(P._pool, "solo", 0)
+    monkeypatch.delenv("TINYTORCH_NUM_THREADS", raising=False)   # a count set is the count used
+    ids, rows = random_case(np.random.default_rng(9), 5000, 3000, 8)
+    expected = loop_reference(np.zeros((5000, 8), np.float32), ids, rows)
+    for _ in range(3):
+        out = add_rows_at(np.full((5000, 8), np.nan, np.float32), ids, rows, fresh=True)
+        np.testing.assert_array_equal(bits(out), bits(expected))
+    assert used[:2] == [1, 1] and used[2] in (1, 2), used

@@ -86,9 +86,9 @@ class Optimizer:
         self.state = [{} for _ in params]
 
     def zero_grad(self):
-        "Forget every parameter's gradient."
+        "Forget every parameter's gradient (`Tensor.zero_grad`: a dense one's array is reused)."
         for p in self.parameters:
-            p.grad = None
+            p.zero_grad()
 
     def step(self):
         "Update every parameter that has a gradient (row-sparse gradients only on their rows)."

@@ -81,9 +81,10 @@ class _Batch:
                     return
                 self.next, self.running = i + 1, self.running + 1
                 self.helped += not caller
+                fn, args = self.fn, self.tasks[i]    # taken with the task: the caller may clear
             start = time.perf_counter() if caller else 0.0
             try:
-                self.results[i] = self.fn(*self.tasks[i])
+                self.results[i] = fn(*args)
             except BaseException as e:
                 with self.lock:
                     self.error = self.error or e
@@ -117,6 +118,9 @@ def _serve(batches: queue.SimpleQueue):
         if cpu != kept_off and cpu in allowed and len(allowed) > 1 and _keep_off(cpu, allowed):
             kept_off = cpu
         batch.work()
+        # hold none of its arrays while waiting for the next: a gradient table dropped by its
+        # caller is freed, or written into again by the next backward (`Tensor.zero_grad`)
+        batch = None
 
 # %% ../../nbs/11a_parallel.ipynb #run-2
 PATIENCE_S = 100e-6      # `give_up`: the caller waits this much longer than its longest task
@@ -201,6 +205,9 @@ def run_parallel(fn, tasks: Sequence[tuple], threads: Optional[int] = None, give
         _pool['solo_backoff'] = _pool['solo'] = solo
     with batch.lock:
         error, results = batch.error, list(batch.results)
+        # a helper late to look finds no task, and the batch (still in the queue, or in a helper's
+        # hands) holds none of the call's arrays: the caller may free them or write into them again
+        batch.tasks, batch.fn = (), None
     if error is not None:
         raise error
     return results

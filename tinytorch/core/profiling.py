@@ -282,7 +282,7 @@ def _measure_backward_performance(self: EmbeddingProfiler, embedding_layer, batc
             layer.sparse = sparse
             out = layer(ids)
             def backward():
-                layer.weight.grad = None
+                layer.weight.zero_grad()        # as a training loop does: the array is reused
                 out.backward(g)
                 if sparse:
                     layer.weight.grad.coalesce()    # sum duplicates now, as an optimizer step would
@@ -294,6 +294,7 @@ def _measure_backward_performance(self: EmbeddingProfiler, embedding_layer, batc
                 'backward_time_max_ms': t['max_ms'], 'gradient_memory_mb': stored / 2**20,
                 'rows_touched': int(np.unique(ids).size), 'total_tokens': int(ids.size)}
     finally:
+        layer.weight.zero_grad(keep=False)          # no table-sized array left behind
         layer.sparse, layer.weight.grad = saved_mode, saved_grad
     self.results['backward'] = results
     return results

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import weakref
 from typing import List, NamedTuple, Optional
 
 import numpy as np
@@ -257,11 +258,12 @@ def lookup_rows(table: np.ndarray, ids) -> np.ndarray:
         ids = as_token_ids(ids, None)
     rows = np.empty(ids.shape + table.shape[1:], table.dtype)                 # (*ids.shape, dim)
     parts = parts_for(ids.size, rows.nbytes)       # 1 also when the machine has no idle CPU
-    if parts == 1:                                  # one thread: check, then one np.take
-        return np.take(table, as_token_ids(ids, table.shape[0]), axis=0, out=rows, mode='clip')
+    if parts == 1:                                  # one thread: check, then one take
+        # the array's method: `np.take`'s Python wrapper costs ~1 µs, a tenth of a small call
+        return table.take(as_token_ids(ids, table.shape[0]), axis=0, out=rows, mode='clip')
     job, start = (table.shape, table.dtype.str, ids.size), time.perf_counter()
     if alone_first(job):                            # timed alone, or the helpers sit out
-        np.take(table, as_token_ids(ids, table.shape[0]), axis=0, out=rows, mode='clip')
+        table.take(as_token_ids(ids, table.shape[0]), axis=0, out=rows, mode='clip')
         note_time(job, time.perf_counter() - start, shared=False)
         return rows
     check = lambda: as_token_ids(ids, table.shape[0])             # raises for a bad id
@@ -431,10 +433,12 @@ def _new_plan(ids, num_rows, row_bytes, fresh, skip, parts) -> Optional[_Plan]:
     cuts = np.concatenate(([0], ids[plan.order[np.arange(1, parts) * n // parts]], [num_rows]))
     return _Plan(False, (plan, cuts), parts)
 
-def _plan_for(ids, num_rows, row_bytes, fresh, skip) -> Optional[_Plan]:
+def _plan_for(ids, num_rows, row_bytes, fresh, skip, mapped=False) -> Optional[_Plan]:
     """The plan for `ids`, made once for the same ids seen again: a remembered plan is used only if
-    its copy of the ids equals `ids` element by element, so ids changed in place get a new plan."""
-    moved = num_rows * row_bytes if fresh else None     # a fresh table is written whole
+    its copy of the ids equals `ids` element by element, so ids changed in place get a new plan.
+    `mapped`: the fresh table's memory was written before (`_pages_mapped`)."""
+    # a fresh table in new memory is written whole, each page mapped by the kernel as it goes
+    moved = num_rows * row_bytes if fresh and not mapped else None
     parts = parts_for(ids.size, ids.size * row_bytes, moved)
     if ids.size > _PLAN_MAX_IDS:
         return _new_plan(ids, num_rows, row_bytes, fresh, skip, parts)
@@ -449,6 +453,20 @@ def _plan_for(ids, num_rows, row_bytes, fresh, skip) -> Optional[_Plan]:
             del _plans[next(iter(_plans))]                  # the oldest
         _plans[key] = (ids.copy(), plan)
     return plan
+
+# %% ../../nbs/11b_row_kernels.ipynb #mapped-tables
+_filled: list = []          # weak references to the last few tables a planned fresh job wrote
+
+def _pages_mapped(out: np.ndarray) -> bool:
+    """True if `out` is one of the last tables a planned fresh scatter-add wrote whole: its memory
+    is mapped, and writing it again is a plain fill (a gradient `Tensor.zero_grad` kept), not the
+    kernel zeroing new pages. A freed table's reference is dead: a new array is never taken for
+    it."""
+    return any(r() is out for r in _filled)
+
+def _note_filled(out: np.ndarray):
+    if not _pages_mapped(out):
+        _filled[:] = [r for r in _filled[-3:] if r() is not None] + [weakref.ref(out)]
 
 # %% ../../nbs/11b_row_kernels.ipynb #add-few-rows
 _FEW_ROWS = 32              # up to this many rows, np.add.at (~1.6 µs a row) beats any plan
@@ -533,6 +551,24 @@ def _add_few_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: boo
         np.add.at(out, ids[at], rows[at])                   # unbuffered, in occurrence order
     return out
 
+# %% ../../nbs/11b_row_kernels.ipynb #run-plan
+def _run_plan(out: np.ndarray, rows: np.ndarray, plan: _Plan, fresh: bool, job: tuple):
+    """Carry out `plan` into `out`. A shared plan is timed on the calling thread alone first, as a
+    lookup is (`alone_first`, `note_time`: whether sharing pays is measured, not assumed); its
+    tasks are row ranges, so one thread running them all writes the same bits."""
+    start = time.perf_counter()
+    shared = plan.parts > 1 and not alone_first(job)
+    threads = plan.parts if shared else 1
+    if plan.fill:
+        parts = range(len(plan.steps.bounds) // _LEVELS)
+        run_parallel(_fill_part, [(out, rows, plan.steps, p) for p in parts], threads)
+    else:
+        steps, cuts = plan.steps
+        jobs = [(out, rows, steps, cuts[t], cuts[t + 1], fresh) for t in range(plan.parts)]
+        run_parallel(_scatter_rows, jobs, threads)
+    if plan.parts > 1:
+        note_time(job, time.perf_counter() - start, shared)
+
 # %% ../../nbs/11b_row_kernels.ipynb #add-rows-api
 def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool = False,
                 skip: Optional[int] = None) -> np.ndarray:
@@ -567,17 +603,15 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
             if fresh:
                 _zero(out)
             return _add_few_rows(out, ids, rows, fresh, skip, *found)
-    plan = _plan_for(ids, num_rows, rows.shape[1] * rows.itemsize, fresh, skip)
+    mapped = fresh and _pages_mapped(out)
+    plan = _plan_for(ids, num_rows, rows.shape[1] * rows.itemsize, fresh, skip, mapped)
     if plan is None:                               # every id was `skip`
         if fresh:
             _zero(out)
-    elif plan.fill:
-        parts = range(len(plan.steps.bounds) // _LEVELS)
-        run_parallel(_fill_part, [(out, rows, plan.steps, p) for p in parts], plan.parts)
     else:
-        steps, cuts = plan.steps
-        jobs = [(out, rows, steps, cuts[t], cuts[t + 1], fresh) for t in range(plan.parts)]
-        run_parallel(_scatter_rows, jobs, plan.parts)
+        _run_plan(out, rows, plan, fresh, ('add_rows', out.shape, out.dtype.str, n, fresh, mapped))
+    if fresh:
+        _note_filled(out)
     return out
 
 def scatter_add_rows(ids: np.ndarray, rows: np.ndarray, num_rows: int,

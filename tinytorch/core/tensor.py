@@ -7,6 +7,9 @@ autograd."""
 from __future__ import annotations
 
 import contextlib
+import functools
+import sys
+
 import numpy as np
 
 # %% auto #0
@@ -20,15 +23,28 @@ def is_grad_enabled() -> bool:
     "True when new operations record their parents for `backward`."
     return _grad_enabled
 
-@contextlib.contextmanager
-def no_grad():
+class no_grad:
     "Context manager (and decorator) under which operations build no graph."
-    global _grad_enabled
-    previous, _grad_enabled = _grad_enabled, False
-    try:
-        yield
-    finally:
-        _grad_enabled = previous
+    __slots__ = ('_saved',)
+
+    def __init__(self):
+        self._saved = []               # the setting before each entry still open: it nests
+
+    def __enter__(self):
+        global _grad_enabled
+        self._saved.append(_grad_enabled)
+        _grad_enabled = False
+
+    def __exit__(self, *exc):
+        global _grad_enabled
+        _grad_enabled = self._saved.pop()
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def without_graph(*args, **kwargs):
+            with no_grad():
+                return fn(*args, **kwargs)
+        return without_graph
 
 # %% ../../nbs/01_tensor.ipynb #to-array
 def _as_array(data, dtype=None) -> np.ndarray:
@@ -108,8 +124,14 @@ class Tensor:
         "Same data, no history, no gradient."
         return Tensor(self.data)
 
-    def zero_grad(self):
-        "Forget the accumulated gradient."
+    def zero_grad(self, keep: bool = True):
+        """Forget the accumulated gradient. A dense one's array is kept aside: the next `backward`
+        writes into it if nothing else holds it by then (`_spare_for`). `keep=False`: nothing is
+        kept (an array kept before is let go too): its memory goes back."""
+        if keep and isinstance(self.grad, np.ndarray):
+            self._spare = self.grad
+        elif not keep:
+            self._spare = None
         self.grad = None
 
 # %% ../../nbs/01_tensor.ipynb #withheld
@@ -239,15 +261,22 @@ def _add_row_sparse_to(self: RowSparseGrad, dense: np.ndarray) -> np.ndarray:
         return dense
     return self._run(self._add_rows, dense)
 
-def _row_sparse_to_dense(self: RowSparseGrad) -> np.ndarray:
-    "The gradient as a dense array (zeros outside the touched rows)."
+def _row_sparse_to_dense(self: RowSparseGrad, out: np.ndarray | None = None) -> np.ndarray:
+    """The gradient as a dense array (zeros outside the touched rows): a new one, or `out` (same
+    shape and dtype, whatever it held) overwritten."""
+    if out is not None and (out.shape != self.shape or out.dtype != self.dtype):
+        raise ValueError(f"out must have shape {self.shape} and dtype {self.dtype}, got "
+                         f"{out.shape} and {out.dtype}")
     if self._coalesced is not None:
         indices, values = self._coalesced
-        # np.zeros maps zero pages lazily: untouched rows cost nothing yet
-        out = np.zeros(self.shape, self.dtype)
+        if out is None:   # np.zeros maps zero pages lazily: untouched rows cost nothing yet
+            out = np.zeros(self.shape, self.dtype)
+        else:
+            out.fill(0)
         out[indices] = values
         return out
-    return self._run(self._add_rows, np.empty(self.shape, self.dtype), fresh=True)
+    out = np.empty(self.shape, self.dtype) if out is None else out
+    return self._run(self._add_rows, out, fresh=True)
 
 RowSparseGrad.add_to, RowSparseGrad.to_dense = _add_row_sparse_to, _row_sparse_to_dense
 
@@ -295,6 +324,18 @@ def _topological_order(root: Tensor) -> list:
         stack.extend((p, False) for p in node._parents if id(p) not in seen)
     return order
 
+# %% ../../nbs/01_tensor.ipynb #spare-grad
+def _spare_for(leaf: Tensor, like) -> np.ndarray | None:
+    """The array `leaf.zero_grad()` kept aside (taken: it serves once), if a new gradient `like`
+    (array or RowSparseGrad) may be written into it: same shape and dtype, its own C-contiguous
+    memory, and no reference to it anywhere else. Else None: the caller allocates."""
+    spare = leaf.__dict__.pop('_spare', None)
+    if (spare is None or spare.shape != like.shape or spare.dtype != like.dtype
+            or not (spare.flags.owndata and spare.flags.writeable and spare.flags.c_contiguous)):
+        return None
+    # the references now: `spare` here and getrefcount's argument; a third is someone else's
+    return spare if sys.getrefcount(spare) == 2 else None
+
 # %% ../../nbs/01_tensor.ipynb #accumulate
 def _add_grads(a, b):
     "Sum of two gradients for the same tensor; neither input is modified."
@@ -312,11 +353,16 @@ def accumulate_grad(leaf: Tensor, g):
     if isinstance(g, RowSparseGrad):
         if old is None or isinstance(old, RowSparseGrad):
             total = g if old is None else old + g
-            leaf.grad = total if total.keep_sparse else total.to_dense()
+            leaf.grad = total if total.keep_sparse else total.to_dense(_spare_for(leaf, total))
         else:
             g.add_to(old)                # in place, only the touched rows
-    elif old is None:
-        leaf.grad = g.copy()             # g may be shared with other nodes: own a copy
+    elif old is None:                    # g may be shared with other nodes: own a copy
+        spare = _spare_for(leaf, g)
+        if spare is None:
+            leaf.grad = g.copy()
+        else:
+            np.copyto(spare, g)
+            leaf.grad = spare
     elif isinstance(old, RowSparseGrad):
         leaf.grad = old.add_to(g.copy())
     else:
