@@ -441,6 +441,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                        'tinytorch.core.tensor._mul': ('tensor.html#_mul', 'tinytorch/core/tensor.py'),
                                        'tinytorch.core.tensor._neg': ('tensor.html#_neg', 'tinytorch/core/tensor.py'),
                                        'tinytorch.core.tensor._normalize_axis': ('tensor.html#_normalize_axis', 'tinytorch/core/tensor.py'),
+                                       'tinytorch.core.tensor._references_of_a_local': ( 'tensor.html#_references_of_a_local',
+                                                                                         'tinytorch/core/tensor.py'),
                                        'tinytorch.core.tensor._reshape': ('tensor.html#_reshape', 'tinytorch/core/tensor.py'),
                                        'tinytorch.core.tensor._row_sparse_repr': ( 'tensor.html#_row_sparse_repr',
                                                                                    'tinytorch/core/tensor.py'),

@@ -333,8 +333,14 @@ def _spare_for(leaf: Tensor, like) -> np.ndarray | None:
     if (spare is None or spare.shape != like.shape or spare.dtype != like.dtype
             or not (spare.flags.owndata and spare.flags.writeable and spare.flags.c_contiguous)):
         return None
-    # the references now: `spare` here and getrefcount's argument; a third is someone else's
-    return spare if sys.getrefcount(spare) == 2 else None
+    return spare if sys.getrefcount(spare) == _ALONE else None
+
+def _references_of_a_local() -> int:
+    "What `sys.getrefcount` says of an array only a local name holds (interpreters count apart)."
+    alone = np.empty(1)
+    return sys.getrefcount(alone)
+
+_ALONE = _references_of_a_local()
 
 # %% ../../nbs/01_tensor.ipynb #accumulate
 def _add_grads(a, b):
