@@ -6,6 +6,7 @@ from requirements import require
 
 require("nbgrader")
 
+from tinytorch.course.basics.course import Course  # noqa: E402
 from tinytorch.course.authoring.assignments import find_leaks, secret_lines  # noqa: E402
 from tinytorch.course.grading.gradebook import create_gradebooks  # noqa: E402
 
@@ -117,11 +118,11 @@ def test_a_new_gradebook_is_the_one_nbgrader_makes_without_starting_alembic(tmp_
     scripts: the same database, row for row, as nbgrader's own process makes (which asks `alembic heads` for it)."""
     import sqlite3
     from tinytorch.course.authoring.assignments import run_nbgrader
-    from tinytorch.course.basics.vocabulary import open_gradebook
+    from tinytorch.course.basics.course import open_gradebook
     theirs = tmp_path / "course"
     theirs.mkdir()
     (theirs / "nbgrader_config.py").write_text('c = get_config()\nc.CourseDirectory.course_id = "tinytorch"\n')
-    run = run_nbgrader(theirs, "db", "student", "list")
+    run = run_nbgrader(Course(theirs), "db", "student", "list")
     assert run.returncode == 0, run.stderr[-2000:]
     monkeypatch.setenv("PATH", "")                          # no `alembic` to start here
     with open_gradebook(tmp_path / "ours.db"):

@@ -18,7 +18,7 @@ require("nbgrader")
 from course_scenarios import cells_by_id, solve, without_demos, demo_cells  # noqa: E402
 from tinytorch.course.authoring.assignments import graded_parts  # noqa: E402
 from tinytorch.course.grading.gradebook import read_gradebook  # noqa: E402
-from tinytorch.course.basics.vocabulary import open_gradebook  # noqa: E402
+from tinytorch.course.basics.course import open_gradebook  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
