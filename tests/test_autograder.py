@@ -271,6 +271,7 @@ def test_the_grader_ships_its_course_with_both_gradebooks_generated(target, buil
     generates nothing; the template holds no hidden test and no solution line."""
     from tinytorch.course.authoring import assignments
     from tinytorch.course.basics import generation_cache
+    from tinytorch.course.basics.course import Course
     from tinytorch.course.grading import gradebook
     grader = built[target] / ("grader" if target == "gradescope" else "questions/11_embeddings/tests/grader")
     config = json.loads((grader / "config.json").read_text())
@@ -278,7 +279,7 @@ def test_the_grader_ships_its_course_with_both_gradebooks_generated(target, buil
     generated = []
     monkeypatch.setattr(assignments, "run_nbgrader", lambda folder, *args, **kwargs: generated.append(folder))
     monkeypatch.setattr(generation_cache, "gradebook_cache", lambda: None)     # nothing copied from this machine's cache
-    template = gradebook.create_gradebooks(grader / "nbs" / NAME, tmp_path / "course", config["cell_timeout"])
+    template = gradebook.create_gradebooks(grader / "nbs" / NAME, Course(tmp_path / "course"), config["cell_timeout"]).root
     assert generated == [], f"a platform run would generate {generated}"
     text = "\n".join(p.read_bytes().decode("utf-8", "replace") for p in template.rglob("*") if p.is_file())
     assert "gradebook.db" in os.listdir(template) and not find_leaks(secret_lines(SOURCE), text)

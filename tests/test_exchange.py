@@ -20,6 +20,7 @@ from requirements import require
 require("nbgrader")
 
 from course_scenarios import build, demo_cells, without_demos  # noqa: E402
+from tinytorch.course.basics.course import Course  # noqa: E402
 from tinytorch.course.authoring.assignments import generate_assignment, run_nbgrader, write_course  # noqa: E402
 from tinytorch.course.authoring.leaks import find_leaks, secret_lines  # noqa: E402
 from lms_importers import read_canvas_import  # noqa: E402
@@ -110,11 +111,11 @@ def _run_term(students: dict, base: Path) -> dict:
     exchange.mkdir(mode=0o777)
     os.chmod(exchange, 0o777)
     # The instructor's nbgrader course: the source, its release, and the exchange settings
-    write_course(course, [SOURCE], cell_timeout=30)
-    ok(generate_assignment(course, ASSIGNMENT))    # nbgrader generate_assignment, or its kept copy
+    write_course(Course(course), [SOURCE], cell_timeout=30)
+    ok(generate_assignment(Course(course), ASSIGNMENT))    # nbgrader generate_assignment, or its kept copy
     config = course / "nbgrader_config.py"
     config.write_text(config.read_text() + f"\nc.CourseDirectory.course_id = {COURSE_ID!r}\nc.Exchange.root = {str(exchange)!r}\n")
-    ok(run_nbgrader(course, "release_assignment", ASSIGNMENT))
+    ok(run_nbgrader(Course(course), "release_assignment", ASSIGNMENT))
     exchange_args = ("--course", COURSE_ID, f"--Exchange.root={exchange}")
     released = json.loads((course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
     # the students' own work, handed in without the lesson's demonstration cells: this term checks the exchange
@@ -137,7 +138,7 @@ def _run_term(students: dict, base: Path) -> dict:
     hand_in("carol")
     due = datetime.now(timezone.utc)                          # after the first two submissions, before the third
     hand_in("ben")
-    ok(run_nbgrader(course, "collect", ASSIGNMENT))
+    ok(run_nbgrader(Course(course), "collect", ASSIGNMENT))
     # The Canvas gradebook export the instructor downloads, used as the roster as it is
     canvas_ids = {"ana": "5101", "carol": "5102", "ben": "5103"}
     roster = base / "canvas_export.csv"
@@ -154,12 +155,12 @@ def _run_term(students: dict, base: Path) -> dict:
                       "--due", due.isoformat(), "--late-policy", "per-hour:10", "--roster", roster,
                       "--extensions", extensions, cwd=base)
     assert grade.returncode in (0, 3), f"tinytorch grade failed:\n{grade.stdout[-3000:]}{grade.stderr[-3000:]}"
-    release = run_nbgrader(graded, "release_feedback", ASSIGNMENT, *exchange_args)
+    release = run_nbgrader(Course(graded), "release_feedback", ASSIGNMENT, *exchange_args)
     fetched = {who: as_student(name, "fetch_feedback", ASSIGNMENT, *exchange_args) for who, name in students.items()}
     score_written_answers(graded, students.values())
     grades = tinytorch("grades", "11", "--course", graded, "--format", "canvas", "--roster", roster,
                        "--column", "Embeddings (77)", cwd=base)
-    ok(run_nbgrader(graded, "export", f"--to={base / 'nbgrader_export.csv'}"))
+    ok(run_nbgrader(Course(graded), "export", f"--to={base / 'nbgrader_export.csv'}"))
     return {"base": base, "course": course, "graded": graded, "grade": grade, "release": release, "fetched": fetched,
             "grades": grades, "due": due, "submitted_at": submitted_at, "canvas_ids": canvas_ids, "students": students}
 

@@ -22,6 +22,7 @@ require("nbgrader")
 
 from course_scenarios import build, demo_cells, without_demos  # noqa: E402
 from test_exchange import open_the_way_to, tinytorch  # noqa: E402
+from tinytorch.course.basics.course import Course  # noqa: E402
 from tinytorch.course.authoring.assignments import run_nbgrader, write_course  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,12 +63,12 @@ def _run(base: Path, eve: str, dan: str, release_11: Path) -> dict:
     exchange, course, graded = base / "exchange", base / "course", base / "graded"
     exchange.mkdir()
     os.chmod(exchange, 0o777)
-    write_course(course, [SOURCE], cell_timeout=30)
+    write_course(Course(course), [SOURCE], cell_timeout=30)
     config = course / "nbgrader_config.py"
     config.write_text(config.read_text().replace("c.ExchangeFactory.collect", "# c.ExchangeFactory.collect")
                       + f"\nc.CourseDirectory.course_id = {COURSE_ID!r}\nc.Exchange.root = {str(exchange)!r}\n")
     for step in ("generate_assignment", "release_assignment"):      # an instructor's own course: plain nbgrader
-        run = run_nbgrader(course, step, ASSIGNMENT, *(["--force"] if step == "generate_assignment" else []))
+        run = run_nbgrader(Course(course), step, ASSIGNMENT, *(["--force"] if step == "generate_assignment" else []))
         assert run.returncode == 0, run.stderr[-3000:]
     inbound = exchange / COURSE_ID / "inbound"
     release = json.loads(release_11.read_text())

@@ -6,6 +6,7 @@ from requirements import require
 
 require("nbgrader")
 
+from tinytorch.course.basics.course import Course  # noqa: E402
 from tinytorch.course.authoring.assignments import find_leaks, secret_lines  # noqa: E402
 from tinytorch.course.grading.gradebook import create_gradebooks  # noqa: E402
 
@@ -44,7 +45,7 @@ def test_a_new_course_and_a_course_graded_before(tmp_path, monkeypatch):
     from nbgrader.api import Gradebook
     generated = _generations(monkeypatch)
     course = tmp_path / "course"
-    template = create_gradebooks(SOURCE, course, cell_timeout=30)
+    template = create_gradebooks(SOURCE, Course(course), cell_timeout=30).root
     new = _course(course)
     assert new["grade cells"] == _course(template)["grade cells"] and new["students"] == [] and len(new["grade cells"]) > 10
     assert _names(new) == _names(_course(template))
@@ -54,7 +55,7 @@ def test_a_new_course_and_a_course_graded_before(tmp_path, monkeypatch):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "tinytorch") as gb:
         gb.add_student("alice")                              # graded in the first run
     generated.clear()
-    template = create_gradebooks(SOURCE, course, cell_timeout=30)
+    template = create_gradebooks(SOURCE, Course(course), cell_timeout=30).root
     again = _course(course)
     assert again == {**new, "students": ["alice"]}, again
     assert _course(template)["grade cells"] == new["grade cells"] and _names(_course(template)) == _names(new)
@@ -63,14 +64,14 @@ def test_a_new_course_and_a_course_graded_before(tmp_path, monkeypatch):
     # Graded again with nothing changed: no `generate_assignment`; a gradebook or release changed by hand (or cut
     # short) is generated again.
     generated.clear()
-    create_gradebooks(SOURCE, course, cell_timeout=30)
+    create_gradebooks(SOURCE, Course(course), cell_timeout=30)
     assert generated == [], generated
     first, db = _course(template), template / "gradebook.db"
     db.write_bytes(db.read_bytes() + b"changed")
-    create_gradebooks(SOURCE, course, cell_timeout=30)
+    create_gradebooks(SOURCE, Course(course), cell_timeout=30)
     assert generated == [".template"] and _course(template) == first, generated
     (course / "release" / ASSIGNMENT / SOURCE.name).unlink()
-    create_gradebooks(SOURCE, course, cell_timeout=30)
+    create_gradebooks(SOURCE, Course(course), cell_timeout=30)
     assert generated == [".template", "course"] and (course / "release" / ASSIGNMENT / SOURCE.name).exists(), generated
     assert _course(course) == again
 
@@ -81,7 +82,7 @@ def _names(course: dict) -> list:
 
 def test_the_template_holds_no_hidden_test_and_no_solution(tmp_path):
     "Every byte of the template course (what each student's sandbox gets a copy of) is free of secret lines."
-    template = create_gradebooks(SOURCE, tmp_path / "course", cell_timeout=30)
+    template = create_gradebooks(SOURCE, Course(tmp_path / "course"), cell_timeout=30).root
     files = sorted(p for p in template.rglob("*") if p.is_file())
     assert sorted(p.name for p in files) == ["gradebook.db", "nbgrader_config.py"], files
     text = "\n".join(p.read_bytes().decode("utf-8", "replace") for p in files)
@@ -99,16 +100,16 @@ def test_a_new_course_from_inputs_generated_before_is_copied(tmp_path, monkeypat
     from tinytorch.course.authoring.assignments import release
     monkeypatch.setenv("TINYTORCH_CACHE", str(tmp_path / "cache"))
     generated = _generations(monkeypatch, cache=True)
-    first = create_gradebooks(SOURCE, tmp_path / "first", cell_timeout=30)
+    first = create_gradebooks(SOURCE, Course(tmp_path / "first"), cell_timeout=30).root
     assert sorted(generated) == [".template", "first"], generated
-    second = create_gradebooks(SOURCE, tmp_path / "second", cell_timeout=30)
+    second = create_gradebooks(SOURCE, Course(tmp_path / "second"), cell_timeout=30).root
     released = release(11, SOURCE.parent, tmp_path / "released", cell_timeout=30)
     assert sorted(generated) == [".template", "first"], f"generated again: {generated}"
     assert _course(tmp_path / "second") == _course(tmp_path / "first") and _course(second) == _course(first)
     shipped = tmp_path / "first" / "release" / ASSIGNMENT / SOURCE.name
     assert released.read_bytes() == shipped.read_bytes() == (tmp_path / "second" / shipped.relative_to(tmp_path / "first")).read_bytes()
     # another cell timeout is another course configuration: generated, not copied
-    create_gradebooks(SOURCE, tmp_path / "third", cell_timeout=31)
+    create_gradebooks(SOURCE, Course(tmp_path / "third"), cell_timeout=31)
     assert sorted(generated) == [".template", ".template", "first", "third"], generated
 
 
@@ -117,11 +118,11 @@ def test_a_new_gradebook_is_the_one_nbgrader_makes_without_starting_alembic(tmp_
     scripts: the same database, row for row, as nbgrader's own process makes (which asks `alembic heads` for it)."""
     import sqlite3
     from tinytorch.course.authoring.assignments import run_nbgrader
-    from tinytorch.course.basics.vocabulary import open_gradebook
+    from tinytorch.course.basics.course import open_gradebook
     theirs = tmp_path / "course"
     theirs.mkdir()
     (theirs / "nbgrader_config.py").write_text('c = get_config()\nc.CourseDirectory.course_id = "tinytorch"\n')
-    run = run_nbgrader(theirs, "db", "student", "list")
+    run = run_nbgrader(Course(theirs), "db", "student", "list")
     assert run.returncode == 0, run.stderr[-2000:]
     monkeypatch.setenv("PATH", "")                          # no `alembic` to start here
     with open_gradebook(tmp_path / "ours.db"):

@@ -65,8 +65,9 @@ def merged(term):
 
 
 def _gradebook(course):
+    from tinytorch.course.basics.course import Course
     from tinytorch.course.grading.gradebook import read_gradebook
-    return read_gradebook(course, "11_embeddings")
+    return read_gradebook(Course(course), "11_embeddings")
 
 
 def test_the_merged_course_holds_every_student_as_one_machines_course_does(term, merged):

@@ -16,9 +16,10 @@ from requirements import require
 require("nbgrader")
 
 from course_scenarios import cells_by_id, solve, without_demos, demo_cells  # noqa: E402
+from tinytorch.course.basics.course import Course  # noqa: E402
 from tinytorch.course.authoring.assignments import graded_parts  # noqa: E402
 from tinytorch.course.grading.gradebook import read_gradebook  # noqa: E402
-from tinytorch.course.basics.vocabulary import open_gradebook  # noqa: E402
+from tinytorch.course.basics.course import open_gradebook  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
@@ -67,7 +68,7 @@ def _score_as_the_formgrader_does(course):
 
 def _your_work(course):
     "student -> part -> (score, extra credit, comment, to look at again) of SCORED's parts."
-    book = read_gradebook(course, ASSIGNMENT)
+    book = read_gradebook(Course(course), ASSIGNMENT)
     return {s: {p: (book[s][p]["manual"], book[s][p]["extra"], book[s][p]["comment"],
                     book[s][p].get("second_look", False)) for p in parts}
             for s, parts in SCORED.items()}
@@ -87,7 +88,7 @@ def _student_state(course, student):
            if line.startswith(f"{student}:")]
     feedback = {p.name: p.read_bytes()
                 for p in sorted((course / "feedback" / student / ASSIGNMENT).iterdir())}
-    return {"rows": rows, "log": log, "gradebook": read_gradebook(course, ASSIGNMENT)[student],
+    return {"rows": rows, "log": log, "gradebook": read_gradebook(Course(course), ASSIGNMENT)[student],
             "feedback": feedback}
 
 

@@ -288,13 +288,14 @@ def test_both_merges_write_exactly_the_csv_of_one_run(recipes_run):
 
 
 def test_both_merges_make_one_course_whose_gradebook_holds_the_whole_class(recipes_run):
+    from tinytorch.course.basics.course import Course
     from tinytorch.course.grading.gradebook import read_gradebook
     r = recipes_run
     single = r["gha"] / "single"
     for course in (r["gha"] / "course", r["slurm_run"] / "course"):
         assert (course / r["grades"]).read_bytes() == (single / r["grades"]).read_bytes()
-        assert read_gradebook(course, "11_embeddings") == read_gradebook(single, "11_embeddings")
-        assert sorted(read_gradebook(course, "11_embeddings")) == sorted(STUDENTS)
+        assert read_gradebook(Course(course), "11_embeddings") == read_gradebook(Course(single), "11_embeddings")
+        assert sorted(read_gradebook(Course(course), "11_embeddings")) == sorted(STUDENTS)
         assert sorted(p.name for p in (course / "autograded").iterdir()) == sorted(STUDENTS)
 
 

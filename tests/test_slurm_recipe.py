@@ -78,9 +78,10 @@ def test_two_shards_merge_into_exactly_one_machines_grades(slurm, course):
     assert (run / GRADES).read_bytes() == (course / "single" / GRADES).read_bytes()
     assert not (run / "FAILED").exists()
     # one course for the whole class: its gradebook holds every student, as one machine's does
+    from tinytorch.course.basics.course import Course
     from tinytorch.course.grading.gradebook import read_gradebook
-    merged = read_gradebook(run / "course", "11_embeddings")
-    assert sorted(merged) == sorted(STUDENTS) and merged == read_gradebook(course / "single", "11_embeddings")
+    merged = read_gradebook(Course(run / "course"), "11_embeddings")
+    assert sorted(merged) == sorted(STUDENTS) and merged == read_gradebook(Course(course / "single"), "11_embeddings")
 
 
 def test_a_failed_task_cancels_the_merge_and_names_the_shard_and_its_log(slurm, course, tmp_path):

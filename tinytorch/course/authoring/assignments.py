@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..basics.course import Course, sqlite_url
 from ..basics.errors import BadInput
 from ..basics.defaults import CELL_TIMEOUT
 from ..basics.generation_cache import cached_generation
@@ -22,8 +23,7 @@ from tinytorch.course.basics.notebooks import (
     nbgrader_fields, read_nb, write_nb,
 )
 from tinytorch.course.basics.vocabulary import (
-    BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, MARKERS, CourseLayout, marked_lines,
-    open_gradebook,
+    BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, MARKERS, marked_lines,
 )
 
 # %% auto #0
@@ -174,7 +174,7 @@ SKIP_TAG = 'tinytorch-never-skip-7f3c9e1b'
 NBGRADER_CONFIG = '''\
 c = get_config()
 c.CourseDirectory.course_id = "tinytorch"
-c.CourseDirectory.db_url = "sqlite:///gradebook.db?timeout=60"
+c.CourseDirectory.db_url = "{db_url}"
 c.Execute.timeout = {cell_timeout}
 c.Execute.interrupt_on_timeout = True
 c.Execute.raise_on_iopub_timeout = False
@@ -193,22 +193,22 @@ def check_metadata(path) -> list:
     return sync_metadata(path, check=True)
 
 # %% ../../../nbs/course/authoring/assignments.ipynb #course-write
-def write_course(course_dir, notebooks, cell_timeout: int = CELL_TIMEOUT) -> Path:
-    "A fresh nbgrader course folder with `source/<stem>/<notebook>` for each notebook."
-    course_dir = Path(course_dir)
-    course_dir.mkdir(parents=True, exist_ok=True)
-    layout = CourseLayout(course_dir)
-    layout.config.write_text(
-        NBGRADER_CONFIG.format(cell_timeout=int(cell_timeout), skip_tag=SKIP_TAG))
+def write_course(course: Course, notebooks, cell_timeout: int = CELL_TIMEOUT) -> Course:
+    """A fresh nbgrader course folder with `source/<stem>/<notebook>` for each notebook; its
+    gradebook is named relative to the folder nbgrader runs in."""
+    course.root.mkdir(parents=True, exist_ok=True)
+    db_url = sqlite_url(course.gradebook_file.relative_to(course.root))
+    course.config.write_text(NBGRADER_CONFIG.format(cell_timeout=int(cell_timeout),
+                                                    skip_tag=SKIP_TAG, db_url=db_url))
     for nb in map(Path, notebooks):
         stale = check_metadata(nb)
         if stale:
             raise MarkerError(f"{nb.name}: nbgrader metadata is stale in cells {stale}; run "
                               "`tinytorch metadata`")
-        dest = layout.source(nb.stem)
+        dest = course.source(nb.stem)
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy(nb, dest / nb.name)
-    return course_dir
+    return course
 
 # %% ../../../nbs/course/authoring/assignments.ipynb #course-run
 def tool_env() -> dict:
@@ -232,35 +232,35 @@ def run_env(workdir: Path) -> dict:
 
 
 # %% ../../../nbs/course/authoring/assignments.ipynb #run-nbgrader
-def run_nbgrader(course_dir, *args, timeout: float | None = None) -> subprocess.CompletedProcess:
-    "Run `nbgrader ARGS` in `course_dir` (no check: callers read the result)."
+def run_nbgrader(course: Course, *args,
+                 timeout: float | None = None) -> subprocess.CompletedProcess:
+    "Run `nbgrader ARGS` in `course` (no check: callers read the result)."
     cmd = [sys.executable, '-m', 'nbgrader', *map(str, args),
-           f'--CourseDirectory.root={Path(course_dir).resolve()}']
-    return subprocess.run(cmd, cwd=course_dir, capture_output=True, text=True, timeout=timeout,
+           f'--CourseDirectory.root={course.root.resolve()}']
+    return subprocess.run(cmd, cwd=course.root, capture_output=True, text=True, timeout=timeout,
                           env=tool_env())
 
 # %% ../../../nbs/course/authoring/assignments.ipynb #generate-assignment
-def generate_assignment(course_dir, assignment: str) -> subprocess.CompletedProcess:
-    """`nbgrader generate_assignment --force` of `assignment` in `course_dir`; in a new course, a
-    copy of a generation from the same inputs when one was kept (`cached_generation`). A course
-    without a gradebook gets nbgrader's first, made in this process (`open_gradebook`): nbgrader
-    would start an `alembic` process for it."""
+def generate_assignment(course: Course, assignment: str) -> subprocess.CompletedProcess:
+    """`nbgrader generate_assignment --force` of `assignment` in `course`; in a new course, a copy
+    of a generation from the same inputs when one was kept (`cached_generation`). A course without
+    a gradebook gets nbgrader's first, made in this process (`Course.gradebook`): nbgrader would
+    start an `alembic` process for it."""
     def run():
-        gradebook = CourseLayout(course_dir).gradebook
-        if not gradebook.exists():
-            with open_gradebook(gradebook):
+        if not course.gradebook_file.exists():
+            with course.gradebook():
                 pass
-        return run_nbgrader(course_dir, 'generate_assignment', assignment, '--force')
-    return cached_generation(course_dir, assignment, run)
+        return run_nbgrader(course, 'generate_assignment', assignment, '--force')
+    return cached_generation(course, assignment, run)
 
 # %% ../../../nbs/course/authoring/assignments.ipynb #release-2
 def release(module, nbs_dir, to, cell_timeout: int = CELL_TIMEOUT) -> Path:
     "Write the student version of module `module` to folder `to`; return the notebook's path."
     source = find_notebook(module, nbs_dir)
     with tempfile.TemporaryDirectory(prefix='tinytorch-release-') as tmp:
-        course = write_course(Path(tmp) / 'course', [source], cell_timeout)
+        course = write_course(Course(Path(tmp) / 'course'), [source], cell_timeout)
         result = generate_assignment(course, source.stem)
-        produced = CourseLayout(course).release(source.stem) / source.name
+        produced = course.release(source.stem) / source.name
         if result.returncode != 0 or not produced.exists():
             raise RuntimeError("nbgrader generate_assignment failed for "
                                f"{source.name}:\n{result.stdout}\n{result.stderr}")

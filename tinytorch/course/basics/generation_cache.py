@@ -17,7 +17,7 @@ import tempfile
 from importlib.metadata import version
 from pathlib import Path, PurePosixPath
 
-from .vocabulary import CourseLayout
+from .course import Course
 
 # %% auto #0
 __all__ = ['CACHE_VARIABLE', 'GENERATION_TOOLS', 'cache_root', 'private_folder', 'gradebook_cache', 'generation_key',
@@ -78,12 +78,11 @@ def files_under(folder) -> dict:
             if p.is_file()}
 
 # %% ../../../nbs/course/basics/generation_cache.ipynb #course-key
-def course_generation_key(course, assignment: str) -> str:
+def course_generation_key(course: Course, assignment: str) -> str:
     """`generation_key` of generating `assignment` in `course`, from its configuration and source
     folder as they are now."""
-    layout = CourseLayout(course)
-    return generation_key(assignment, layout.config.read_bytes(),
-                          files_under(layout.source(assignment)))
+    return generation_key(assignment, course.config.read_bytes(),
+                          files_under(course.source(assignment)))
 
 # %% ../../../nbs/course/basics/generation_cache.ipynb #publish
 def _sha256(data: bytes) -> str:
@@ -129,35 +128,32 @@ def _read_entry(entry: Path) -> dict | None:
     return files if all(_sha256(files[rel]) == digest for rel, digest in manifest.items()) else None
 
 # %% ../../../nbs/course/basics/generation_cache.ipynb #generated-files
-def _new_course(course: Path, assignment: str) -> bool:
+def _new_course(course: Course, assignment: str) -> bool:
     "Whether `course` has neither a gradebook nor a release of `assignment` yet."
-    layout = CourseLayout(course)
-    return not layout.gradebook.exists() and not layout.release(assignment).exists()
+    return not course.gradebook_file.exists() and not course.release(assignment).exists()
 
-def _generated_files(course: Path, assignment: str) -> dict:
+def _generated_files(course: Course, assignment: str) -> dict:
     """{path in the course: bytes} of what generating `assignment` left in `course`: the gradebook
     and the release."""
-    release = CourseLayout(course).release(assignment)
-    found = {f'release/{assignment}/{rel}': data for rel, data in files_under(release).items()}
-    return {**found, 'gradebook.db': CourseLayout(course).gradebook.read_bytes()}
+    left = [p for p in sorted(course.release(assignment).rglob('*')) if p.is_file()]
+    return {course.relative(p): p.read_bytes() for p in left + [course.gradebook_file]}
 
 # %% ../../../nbs/course/basics/generation_cache.ipynb #lay-out
-def _lay_out(course: Path, files: dict):
+def _lay_out(course: Course, files: dict):
     """Write `files` ({path in the course: bytes}) into `course`: the gradebook last, renamed into
     place."""
-    for rel in sorted(files, key=lambda r: r == 'gradebook.db'):
-        path = course / rel
+    for rel in sorted(files, key=lambda r: course.root / r == course.gradebook_file):
+        path = course.root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f'.{path.name}.partial')
         partial.write_bytes(files[rel])
         os.replace(partial, path)
 
 # %% ../../../nbs/course/basics/generation_cache.ipynb #cached-generation
-def cached_generation(course, assignment: str, generate) -> subprocess.CompletedProcess:
+def cached_generation(course: Course, assignment: str, generate) -> subprocess.CompletedProcess:
     """`generate()`, which generates `assignment` in `course` (nbgrader's finished run); in a new
     course (`_new_course`) a copy of what it left in a course made from the same inputs instead,
     when one was kept. A new course's successful generation is kept for the next one."""
-    course = Path(course)
     cache = gradebook_cache() if _new_course(course, assignment) else None
     if cache is None:
         return generate()
@@ -170,6 +166,6 @@ def cached_generation(course, assignment: str, generate) -> subprocess.Completed
     # a damaged entry, if any: generated and kept again
     shutil.rmtree(cache / key, ignore_errors=True)
     run = generate()
-    if run.returncode == 0 and CourseLayout(course).gradebook.is_file():
+    if run.returncode == 0 and course.gradebook_file.is_file():
         _publish_entry(cache, key, _generated_files(course, assignment))
     return run

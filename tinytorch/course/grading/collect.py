@@ -13,12 +13,12 @@ from pathlib import Path
 from nbgrader.exchange.default.collect import ExchangeCollect
 
 from ..authoring.assignments import run_nbgrader
+from ..basics.course import Course
 from ..basics.errors import MissingInput
 from tinytorch.course.grading.provenance import (
     Receipt, Refused, copy_no_follow, inbound_problems, latest_change, read_receipts,
     record_receipt,
 )
-from ..basics.vocabulary import CourseLayout
 
 # %% auto #0
 __all__ = ['CHECKED_COLLECT', 'CheckedCollect', 'collect']
@@ -56,28 +56,28 @@ class CheckedCollect(ExchangeCollect):
             shutil.rmtree(dest, ignore_errors=True)
             dest.mkdir(parents=True)
             self.log.error("Not collected: %s", '; '.join(problems))
-        record_receipt(self.coursedir.root, self.coursedir.assignment_id, student,
+        record_receipt(Course(self.coursedir.root), self.coursedir.assignment_id, student,
                        Receipt(entry.name, latest_change(entry), tuple(problems)))
 
 # %% ../../../nbs/course/grading/collect.ipynb #run
 def collect(assignment: str, course_dir='.', update: bool = False, log=print) -> int:
-    """`nbgrader collect ASSIGNMENT` in the nbgrader course `course_dir` with `CheckedCollect`; logs
-    nbgrader's output and what was not collected. Returns nbgrader's exit code, or 3 when a
-    submission was not collected."""
-    course_dir = Path(course_dir)
-    if not CourseLayout(course_dir).config.is_file():
-        raise MissingInput(f"{course_dir}: no nbgrader_config.py here; run collect in your "
+    """`nbgrader collect ASSIGNMENT` in the nbgrader course `course_dir` (a `Course` or its folder)
+    with `CheckedCollect`; logs nbgrader's output and what was not collected. Returns nbgrader's
+    exit code, or 3 when a submission was not collected."""
+    course = Course.of(course_dir)
+    if not course.config.is_file():
+        raise MissingInput(f"{course}: no {course.config.name} here; run collect in your "
                            "nbgrader course folder or name it with --course")
-    run = run_nbgrader(course_dir, 'collect', assignment,
+    run = run_nbgrader(course, 'collect', assignment,
                        f'--ExchangeFactory.collect={CHECKED_COLLECT}',
                        *(['--update'] if update else []))
     for line in (run.stdout + run.stderr).splitlines():
         log(line)
     if run.returncode != 0:
         return run.returncode
-    receipts = read_receipts(course_dir, assignment) or {}
+    receipts = read_receipts(course, assignment) or {}
     refused = {s: r for s, r in receipts.items() if r.problems}
-    log(f"receipts: {CourseLayout(course_dir).receipts(assignment)} ({len(receipts)} "
+    log(f"receipts: {course.receipts(assignment)} ({len(receipts)} "
         "submission(s); `tinytorch grade` takes each one's lateness from it)")
     for student, r in sorted(refused.items()):
         log(f"  NOT collected: {student}: {'; '.join(r.problems)}")

@@ -11,13 +11,13 @@ import html
 import re
 from pathlib import Path
 
+from ..basics.course import Course
 from .gradebook import read_gradebook
 from ..authoring.leaks import find_leaks, secret_lines
 from ..basics.notebooks import cell_source, nbgrader_fields, read_nb, strip_hidden_tests
 from ..pages.sanitize import (
     clean_html, page_safe, strip_files_prefix_and_clean, with_confined_content, with_page_policy)
 from ..basics.untrusted_text import markdown_text
-from ..basics.vocabulary import CourseLayout
 
 # %% auto #0
 __all__ = ['MARKDOWN_CELL_CHARS', 'MARKDOWN_PAGE_CHARS', 'NO_ALT_TEXT', 'bounded_markdown', 'sanitize_for_feedback',
@@ -197,19 +197,19 @@ def with_comments(nb: dict, comments: dict) -> dict:
     return dict(nb, cells=cells)
 
 # %% ../../../nbs/course/grading/feedback.ipynb #feedback-pages
-def regenerate_feedback(course: Path, assignment: str, parts: dict, rows: list) -> dict:
+def regenerate_feedback(course: Course, assignment: str, parts: dict, rows: list) -> dict:
     """Rewrite each graded student's feedback page from `final_grades`' result; student -> page
     (None: withheld)."""
-    scores, layout = read_gradebook(course, assignment), CourseLayout(course)
-    hidden = secret_lines(layout.source_notebook(assignment), solutions=False)
+    scores = read_gradebook(course, assignment)
+    hidden = secret_lines(course.source_notebook(assignment), solutions=False)
     pages = {}
     for row in rows:
-        autograded = layout.autograded(row['student'], assignment) / f"{assignment}.ipynb"
+        autograded = course.autograded(row['student'], assignment) / f"{assignment}.ipynb"
         if not autograded.is_file():
             continue
         nb = with_comments(read_nb(autograded),
                            {p: s['comment'] for p, s in scores.get(row['student'], {}).items()})
-        page = layout.feedback(row['student'], assignment) / f"{assignment}.html"
+        page = course.feedback(row['student'], assignment) / f"{assignment}.html"
         pages[row['student']] = publish_feedback(nb, _feedback_header(assignment, row, parts), page,
                                                  hidden)
     return pages

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..basics.course import Course
 from .grade_table import HIDDEN_FAILED, StudentResult
 from .feedback import publish_feedback
 from tinytorch.course.grading.gradebook import (
@@ -34,7 +35,7 @@ from tinytorch.course.grading.recheck_run import (
 from .review import answer_digests
 from ..isolation.sandbox import Sandbox, run_isolated, was_killed
 from ..basics.untrusted_text import markdown_text
-from ..basics.vocabulary import CourseLayout, PartStatus
+from ..basics.vocabulary import PartStatus
 
 # %% auto #0
 __all__ = ['GradingSetup', 'grade_one', 'write_feedback']
@@ -50,7 +51,7 @@ class GradingSetup:
     module: str                # e.g. core.embeddings
     # the isolation level: 'sandbox+uid', 'sandbox' or 'none' (`isolation_level`)
     level: str
-    template: Path             # folder with nbgrader_config.py and the template gradebook.db
+    template: Course           # the course with nbgrader_config.py and a gradebook with no students
     work_root: Path
     cell_timeout: int = CELL_TIMEOUT
     wall_seconds: float = WALL_SECONDS
@@ -73,14 +74,15 @@ def _read_submission(path: Path, shown: str | None = None) -> dict:
         raise RuntimeError(said) from None
 
 # %% ../../../nbs/course/grading/grade_one.ipynb #autograde-run
-def _run_autograde(setup: GradingSetup, student: str, submission: dict, folder: Path,
+def _run_autograde(setup: GradingSetup, student: str, submission: dict, copy: Course,
                    uid: int | None):
-    "One `nbgrader autograde` of `submission` in a fresh course copy in `folder`, isolated."
+    "One `nbgrader autograde` of `submission` in a fresh course `copy`, isolated."
+    folder = copy.root
     shutil.rmtree(folder, ignore_errors=True)           # what an earlier run left
     folder.mkdir()
-    write_submission_course(setup.template, folder, setup.assignment, student, submission,
+    write_submission_course(setup.template, copy, setup.assignment, student, submission,
                             setup.notebook.name)
-    return run_isolated(autograde_command(folder, setup.assignment, student), folder,
+    return run_isolated(autograde_command(copy, setup.assignment, student), folder,
                         setup.wall_seconds, uid,
                         own_module_sandbox(setup.sandbox, setup.module, submission, folder.parent),
                         limits=setup.limits)
@@ -91,9 +93,10 @@ def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path
     """Grade `submission` with nbgrader in a course copy in `folder`, isolated; record its points
     on `result`. A kernel that didn't start in time gets one more run; a failure keeps nbgrader's
     output in the grading log."""
-    autograded = autograded_path(folder, setup.assignment, student, setup.notebook.name)
+    copy = Course(folder)
+    autograded = autograded_path(copy, setup.assignment, student, setup.notebook.name)
     for attempt in (1, 2):
-        run = _run_autograde(setup, student, submission, folder, uid)
+        run = _run_autograde(setup, student, submission, copy, uid)
         failed = run.returncode != 0 or not autograded.exists()
         why = stopped_by_limit(run, setup.limits) if failed else None
         if why:
@@ -114,7 +117,7 @@ def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path
         raise RuntimeError(f"nbgrader autograde failed (exit {run.returncode}): "
                            f"{' | '.join(tail)[:300]}")
     bounded_outputs(autograded)                     # outputs cut before anything reads them
-    grades = read_copy_grades(CourseLayout(folder).gradebook, setup.assignment, student)
+    grades = read_copy_grades(copy.gradebook_file, setup.assignment, student)
     if set(grades) != set(result.parts):
         result.flags.append(f"nbgrader graded {sorted(grades)} instead of {sorted(result.parts)}")
     for gid, g in grades.items():

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..authoring.assignments import generate_assignment, write_course
+from ..basics.course import Course, open_gradebook
 from ..basics.generation_cache import generation_key
 from .grade_table import Part, StudentResult, import_score, settle_statuses
 from ..basics.notebooks import cell_source, read_nb, strip_hidden_tests, write_nb, writes_nb
@@ -25,7 +26,7 @@ from tinytorch.course.grading.review import (
     _restore_review_state, _review_state, mark_for_review,
 )
 from ..basics.untrusted_text import printable
-from ..basics.vocabulary import CourseLayout, PartStatus, atomic_write, open_gradebook
+from ..basics.vocabulary import PartStatus, atomic_write
 
 # %% auto #0
 __all__ = ['create_gradebooks', 'write_submission_course', 'autograde_command', 'autograded_path', 'kernel_start_timed_out',
@@ -38,30 +39,27 @@ def _sha256(path: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #generated-record
-# in the course folder: what each gradebook was generated from, what it left
-_GENERATED = '.generated.json'
-
-def _read_generated(course_dir: Path) -> dict:
+def _read_generated(course: Course) -> dict:
     """The course's record of its generated gradebooks: {'master'|'template': entry}; {} when there
     is none to read."""
     try:
-        record = json.loads((course_dir / _GENERATED).read_text(encoding='utf-8'))
+        record = json.loads(course.generated.read_text(encoding='utf-8'))
     except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #still-generated
-def _generation(folder: Path, inputs: str, files: list) -> dict:
-    """The record entry of a generation from `inputs` in `folder`: the SHA-256 of each of its
-    `files` (paths in it)."""
-    return {'inputs': inputs, 'files': {f: _sha256(folder / f) for f in files}}
+def _generation(course: Course, inputs: str, files: list) -> dict:
+    """The record entry of a generation from `inputs` in `course`: the SHA-256 of each of its
+    `files`, by their paths in it."""
+    return {'inputs': inputs, 'files': {course.relative(f): _sha256(f) for f in files}}
 
-def _still_generated(folder: Path, entry, inputs: str, files: list) -> bool:
-    """Whether `folder` holds, byte for byte, every one of `files` that a generation from `inputs`
+def _still_generated(course: Course, entry, inputs: str, files: list) -> bool:
+    """Whether `course` holds, byte for byte, every one of `files` that a generation from `inputs`
     left (`entry`)."""
     return (isinstance(entry, dict) and entry.get('inputs') == inputs
             and None not in entry.get('files', {}).values()
-            and entry == _generation(folder, inputs, files))
+            and entry == _generation(course, inputs, files))
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #template-course
 def _visible_source(source: Path) -> str:
@@ -72,14 +70,14 @@ def _visible_source(source: Path) -> str:
         cell['source'] = strip_hidden_tests(cell_source(cell))
     return writes_nb(visible)
 
-def _lay_out_template(template: Path, config: Path, name: str, visible: str):
-    """A new template course in `template` (anything there before removed): `config` and the
-    notebook `name`, `visible`."""
-    if template.exists():
-        shutil.rmtree(template)
-    notebook = CourseLayout(template).source_notebook(Path(name).stem)
+def _lay_out_template(template: Course, config: Path, name: str, visible: str):
+    """A new `template` course (anything in its folder before removed): `config` and the notebook
+    `name`, `visible`."""
+    if template.root.exists():
+        shutil.rmtree(template.root)
+    notebook = template.source_notebook(Path(name).stem)
     notebook.parent.mkdir(parents=True)
-    shutil.copy(config, template)
+    shutil.copy(config, template.config)
     notebook.write_text(visible, encoding='utf-8')
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #generate
@@ -94,21 +92,21 @@ def _generate(folders: list, assignment: str):
                                f"{folder}:\n{run.stderr[-2000:]}")
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #courses
-def create_gradebooks(source: Path, course_dir: Path, cell_timeout: int) -> Path:
-    """The master course in `course_dir` (source notebook and gradebook) and a template course with
-    no students in `course_dir/.template`, built from `source` with its hidden tests taken out;
-    returns the template folder. A gradebook still as generated from the same inputs
-    (`.generated.json`) is kept instead of generated again."""
-    write_course(course_dir, [source], cell_timeout)
-    master, template, stem = CourseLayout(course_dir), course_dir / '.template', source.stem
+def create_gradebooks(source: Path, course: Course, cell_timeout: int) -> Course:
+    """The master `course` (source notebook and gradebook) and a template course with no students
+    (`course.template`), built from `source` with its hidden tests taken out; returns the
+    template. A gradebook still as generated from the same inputs (`course.generated`) is kept
+    instead of generated again."""
+    write_course(course, [source], cell_timeout)
+    master, template, stem = course, course.template, source.stem
     visible, config = _visible_source(source), master.config.read_bytes()
     inputs = {'master': generation_key(stem, config,
                                        {source.name: master.source_notebook(stem).read_bytes()}),
               'template': generation_key(stem, config, {source.name: visible.encode('utf-8')})}
-    files = {'master': ['gradebook.db', f'release/{stem}/{source.name}'],
-             'template': ['gradebook.db', 'nbgrader_config.py']}
-    folders = {'master': course_dir, 'template': template}
-    record = _read_generated(course_dir)
+    files = {'master': [master.gradebook_file, master.release(stem) / source.name],
+             'template': [template.gradebook_file, template.config]}
+    folders = {'master': master, 'template': template}
+    record = _read_generated(course)
     stale = [k for k in folders
              if not _still_generated(folders[k], record.get(k), inputs[k], files[k])]
     if 'template' in stale:
@@ -117,34 +115,34 @@ def create_gradebooks(source: Path, course_dir: Path, cell_timeout: int) -> Path
     _generate([folders[k] for k in stale], stem)
     # only the config and the gradebook are copied
     for folder in ('source', 'release') if 'template' in stale else ():
-        shutil.rmtree(template / folder)
-    with atomic_write(course_dir / _GENERATED) as f:
+        shutil.rmtree(template.step(folder))
+    with atomic_write(course.generated) as f:
         json.dump({k: _generation(folders[k], inputs[k], files[k]) if k in stale else record[k]
                    for k in folders}, f, indent=1)
     return template
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #copy
-def write_submission_course(template: Path, folder: Path, assignment: str, student: str,
+def write_submission_course(template: Course, copy: Course, assignment: str, student: str,
                             submission: dict, name: str) -> Path:
-    """A course copy in the existing `folder`: the template's config and gradebook, `submission` as
-    `student`'s `name`."""
-    shutil.copy(CourseLayout(template).config, folder)
-    shutil.copy(CourseLayout(template).gradebook, folder)
-    target = CourseLayout(folder).submitted(student, assignment) / name
+    """A course `copy` in its existing folder: the `template`'s config and gradebook, `submission`
+    as `student`'s `name`."""
+    shutil.copy(template.config, copy.config)
+    shutil.copy(template.gradebook_file, copy.gradebook_file)
+    target = copy.submitted(student, assignment) / name
     target.parent.mkdir(parents=True)
     write_nb(submission, target)
     return target
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #autograde-command
-def autograde_command(folder: Path, assignment: str, student: str) -> list:
-    "The `nbgrader autograde` command line for `student` in the course copy `folder`."
+def autograde_command(copy: Course, assignment: str, student: str) -> list:
+    "The `nbgrader autograde` command line for `student` in the course `copy`."
     return [sys.executable, '-m', 'nbgrader', 'autograde', assignment, '--student', student,
-            f'--CourseDirectory.root={folder}']
+            f'--CourseDirectory.root={copy}']
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #autograded-path
-def autograded_path(folder: Path, assignment: str, student: str, name: str) -> Path:
-    "Where nbgrader writes `student`'s autograded notebook `name` in the course `folder`."
-    return CourseLayout(folder).autograded(student, assignment) / name
+def autograded_path(copy: Course, assignment: str, student: str, name: str) -> Path:
+    "Where nbgrader writes `student`'s autograded notebook `name` in the course `copy`."
+    return copy.autograded(student, assignment) / name
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #kernel-start
 _KERNEL_NOT_STARTED = re.compile(
@@ -190,7 +188,7 @@ def gradebook_auto_score(status: PartStatus, part: Part) -> float | None:
     return part.nbgrader_points
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #merge
-def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResult,
+def merge_into_gradebook(course: Course, assignment: str, result: StudentResult,
                          late=None) -> list:
     """Record `result` in the master gradebook (replacing an earlier submission of the same
     student), each autograded part at `gradebook_auto_score`: the formgrader's totals and `nbgrader
@@ -200,11 +198,11 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
     late penalty. Returns the grading log's notes on your kept work."""
     from nbgrader.api import MissingEntry
     statuses = result.statuses or settle_statuses(result)
-    record = _graded_answers(course_dir, assignment)
+    record = _graded_answers(course, assignment)
     before = record['parts'].get(result.student, {})
     look_again = record['look_again'].get(result.student, [])
     changed = {gid for gid, d in result.answer_digests.items() if before.get(gid, d) != d}
-    with open_gradebook(CourseLayout(course_dir).gradebook) as gb:
+    with course.gradebook() as gb:
         gb.update_or_create_student(result.student)
         try:
             earlier = gb.find_submission(assignment, result.student)
@@ -237,7 +235,7 @@ def merge_into_gradebook(course_dir: Path, assignment: str, result: StudentResul
                 nb.late_submission_penalty = late.policy.penalty(raw, late_by)
         mark_for_review(sub, result)
         gb.db.commit()
-    _record_graded_answers(course_dir, assignment, result.student, result.answer_digests, again)
+    _record_graded_answers(course, assignment, result.student, result.answer_digests, again)
     return _kept_notes(work, restored, again)
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #guard
@@ -264,12 +262,12 @@ class GradebookGuard:
                                 '(or one graded in parallel); restored from the last good copy')
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #read-master
-def read_gradebook(course: Path, assignment: str) -> dict:
+def read_gradebook(course: Course, assignment: str) -> dict:
     """student -> {part: {'auto', 'manual', 'extra', 'max', 'comment', 'second_look'}} from the
     master gradebook; `second_look`: your score was kept at a re-grade that changed the part, and
     you haven't saved one since."""
     scores, look_again = {}, _graded_answers(course, assignment)['look_again']
-    with open_gradebook(CourseLayout(course).gradebook) as gb:
+    with course.gradebook() as gb:
         for sub in gb.assignment_submissions(assignment):
             parts = scores.setdefault(sub.student_id, {})
             for nb in sub.notebooks:
@@ -283,10 +281,10 @@ def read_gradebook(course: Path, assignment: str) -> dict:
     return scores
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #your-work
-def your_work_lines(course_dir: Path, assignment: str, students: list) -> list:
+def your_work_lines(course: Course, assignment: str, students: list) -> list:
     """A grading run's lines on the formgrader work that `students` (graded now) keep, and what to
     look at again."""
-    book = read_gradebook(course_dir, assignment)
+    book = read_gradebook(course, assignment)
     mine = [(s, part, g) for s in students for part, g in book.get(s, {}).items()]
     scored = [(s, p) for s, p, g in mine if g['manual'] is not None or g['extra'] or g['comment']]
     again = [f"{printable(s)} {p}" for s, p, g in mine if g['second_look']]
@@ -301,11 +299,11 @@ def your_work_lines(course_dir: Path, assignment: str, students: list) -> list:
     return lines
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #late-penalties
-def set_late_penalties(course: Path, assignment: str, penalties: dict):
+def set_late_penalties(course: Course, assignment: str, penalties: dict):
     """Each submitted notebook's `late_submission_penalty` in the master gradebook, from student ->
     points: nbgrader's own views (its CSV export, `score` minus penalty) then say what the final
     grades say."""
-    with open_gradebook(CourseLayout(course).gradebook) as gb:
+    with course.gradebook() as gb:
         for sub in gb.assignment_submissions(assignment):
             if sub.student_id in penalties:
                 for nb in sub.notebooks:
@@ -313,9 +311,9 @@ def set_late_penalties(course: Path, assignment: str, penalties: dict):
         gb.db.commit()
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #gradebook-students
-def gradebook_students(db: Path, assignment: str) -> list:
-    "The students with a submission of `assignment` in the existing gradebook `db`, sorted."
-    with open_gradebook(db) as gb:
+def gradebook_students(course: Course, assignment: str) -> list:
+    "The students with a submission of `assignment` in the gradebook of `course`, sorted."
+    with course.gradebook() as gb:
         return sorted(s.student_id for s in gb.assignment_submissions(assignment))
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #copy-scores
@@ -335,12 +333,12 @@ def _copy_scores(src_nb, dest_nb):
         comment.auto_comment, comment.manual_comment = c.auto_comment, c.manual_comment
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #copy-subs
-def copy_submissions(src: Path, dest: Path, assignment: str) -> list:
-    """Every submission of `assignment` in gradebook `src` (its student, scores, comments and flags)
-    added to the gradebook `dest`, which holds the same assignment and none of those students;
-    returns their ids."""
+def copy_submissions(src: Course, dest: Course, assignment: str) -> list:
+    """Every submission of `assignment` in the gradebook of `src` (its student, scores, comments and
+    flags) added to the gradebook of `dest`, which holds the same assignment and none of those
+    students; returns their ids."""
     copied = []
-    with open_gradebook(src) as a, open_gradebook(dest) as b:
+    with src.gradebook() as a, dest.gradebook() as b:
         for sub in a.assignment_submissions(assignment):
             st = sub.student
             b.add_student(st.id, first_name=st.first_name, last_name=st.last_name, email=st.email,

@@ -15,6 +15,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from ..authoring.assignments import secret_lines
+from ..basics.course import Course
 from ..basics.errors import MissingInput
 from ..basics.defaults import CELL_TIMEOUT, WALL_SECONDS
 from .grade_one import GradingSetup, grade_one, write_feedback   # `course/grading/grade_one`
@@ -42,49 +43,46 @@ from tinytorch.course.grading.submissions import (
     snapshot_submissions, with_receipts,
 )
 from ..basics.untrusted_text import printable
-from ..basics.vocabulary import CourseLayout
 
 # %% auto #0
 __all__ = ['set_up_grading', 'grade']
 
 # %% ../../../nbs/course/grading/grading.ipynb #prepare
-def set_up_grading(module, nbs_dir, course_dir, level: str,
+def set_up_grading(module, nbs_dir, course: Course, level: str,
                    cell_timeout: int = CELL_TIMEOUT, wall_seconds: float = WALL_SECONDS,
                    hide=()) -> GradingSetup:
-    """Master course (source + gradebook) in `course_dir`, a template gradebook with no students,
-    and, unless the isolation `level` is 'none', the sandbox every run gets (it never shows
-    `kept_out`: `nbs_dir`, `course_dir`, `hide`, the cache)."""
+    """Master `course` (source + gradebook), a template gradebook with no students, and, unless
+    the isolation `level` is 'none', the sandbox every run gets (it never shows `kept_out`:
+    `nbs_dir`, the course's folder, `hide`, the cache)."""
     source = find_notebook(module, nbs_dir)
-    course_dir = Path(course_dir)
-    template = create_gradebooks(source, course_dir, cell_timeout)
+    template = create_gradebooks(source, course, cell_timeout)
     # In /tmp, which every user can traverse (a course folder under a private home could not be):
     # graders may enter their own folder (mode 700, their own uid) but not list the others.
     work_root = Path(tempfile.mkdtemp(prefix='tinytorch-grading-'))
     os.chmod(work_root, 0o711)
     # the copy this whole run grades against
-    frozen = CourseLayout(course_dir).source_notebook(source.stem)
+    frozen = course.source_notebook(source.stem)
     source_nb = read_nb(frozen)
     module_name = exported_module(source_nb, frozen.name)
     box = None
     if level != 'none':
-        box = Sandbox(kept_out(nbs_dir, course_dir, source, *hide),
+        box = Sandbox(kept_out(nbs_dir, course.root, source, *hide),
                       grading_package(module_name, work_root / 'package' / 'tinytorch'))
     return GradingSetup(source.stem, frozen, source_nb, module_name, level, template, work_root,
                         cell_timeout, wall_seconds, box, program=recheck_program(frozen))
 
 # %% ../../../nbs/course/grading/grading.ipynb #collect
-def _publish(setup: GradingSetup, course_dir: Path, result: StudentResult, hidden: set, found=None):
+def _publish(setup: GradingSetup, course: Course, result: StudentResult, hidden: set, found=None):
     """Copy the autograded notebook into the master course, write feedback free of `hidden` lines
     (with the collected submission's timestamp.txt and submission_secret.txt, as `nbgrader
     release_feedback` needs), drop the work folder."""
     if result.autograded is not None and result.autograded.exists():
-        dest = (CourseLayout(course_dir).autograded(result.student, setup.assignment)
-                / result.autograded.name)
+        dest = course.autograded(result.student, setup.assignment) / result.autograded.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(result.autograded, dest)
         os.chmod(dest, 0o644)
         result.autograded = dest
-        feedback_dir = CourseLayout(course_dir).feedback(result.student, setup.assignment)
+        feedback_dir = course.feedback(result.student, setup.assignment)
         page = write_feedback(result, setup.assignment,
                               feedback_dir / f"{setup.notebook.stem}.html", hidden)
         if page is None:
@@ -124,12 +122,12 @@ def _result_line(r: StudentResult) -> str:
             + (f"  {printable(r.failure or '; '.join(r.flags))}" if (r.failure or r.flags) else ''))
 
 # %% ../../../nbs/course/grading/grading.ipynb #grade-all-run
-def _grade_all(setup: GradingSetup, subs: list, course_dir: Path, jobs: int, log) -> list:
+def _grade_all(setup: GradingSetup, subs: list, course: Course, jobs: int, log) -> list:
     """Grade `subs` in `jobs` parallel slots (as root, each its own user id, claimed for the run);
     publish each result and merge it into the master gradebook, in order."""
     jobs = usable_jobs(jobs)[0]                         # `_log_run` said so
     with claimed_uids(jobs) if setup.level == 'sandbox+uid' else nullcontext([None] * jobs) as uids:
-        return _grade_in_slots(setup, subs, course_dir, uids, log)
+        return _grade_in_slots(setup, subs, course, uids, log)
 
 # %% ../../../nbs/course/grading/grading.ipynb #refused
 def _refused(setup: GradingSetup, found: Found) -> StudentResult | None:
@@ -142,7 +140,7 @@ def _refused(setup: GradingSetup, found: Found) -> StudentResult | None:
                                  sandboxed=setup.sandbox is not None)
 
 # %% ../../../nbs/course/grading/grading.ipynb #grade-in-slots
-def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: list, log) -> list:
+def _grade_in_slots(setup: GradingSetup, subs: list, course: Course, uids: list, log) -> list:
     # the user id each free slot grades as (None: no uid)
     slots = queue.Queue()
     list(map(slots.put, uids))
@@ -162,7 +160,7 @@ def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: lis
 
     results = []
     hidden = secret_lines(setup.source, solutions=False)     # what feedback must never show
-    guard = GradebookGuard(CourseLayout(course_dir).gradebook)
+    guard = GradebookGuard(course.gradebook_file)
     progress = Progress(len(subs), log)
     with ThreadPoolExecutor(max_workers=len(uids)) as pool:
         for found, r in zip(subs, pool.map(work, subs)):
@@ -172,9 +170,9 @@ def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: lis
                     r.flags.extend(found.notes)
                     record_lateness(setup.late, found, r)
                 settle_statuses(r)
-                _publish(setup, course_dir, r, hidden, found)
+                _publish(setup, course, r, hidden, found)
                 if STUDENT_ID.match(r.student):
-                    r.instructor_notes += merge_into_gradebook(course_dir, setup.assignment, r,
+                    r.instructor_notes += merge_into_gradebook(course, setup.assignment, r,
                                                                setup.late)
             except Exception as e:                   # recording failed: it fails alone, unpublished
                 r = failed_alone(setup, r.student, e, r.workdir)
@@ -185,15 +183,15 @@ def _grade_in_slots(setup: GradingSetup, subs: list, course_dir: Path, uids: lis
     return results
 
 # %% ../../../nbs/course/grading/grading.ipynb #batch-clear
-def _clear(setup: GradingSetup, subs: list, clear, course_dir: Path, log):
+def _clear(setup: GradingSetup, subs: list, clear, course: Course, log):
     """Record `clear`'s students' notebooks (as handed in now) as cleared, and keep the course's
     clearances on `setup`."""
     digests = {f.student: notebook_digest(f.path.read_bytes()) for f in subs
                if f.student in clear and f.path}
     if digests:
-        path = clear_submissions(course_dir, setup.assignment, digests)
+        path = clear_submissions(course, setup.assignment, digests)
         log(f"cleared by you, graded as usual: {', '.join(sorted(digests))} (kept in {path.name})")
-    setup.cleared = read_cleared(course_dir, setup.assignment)
+    setup.cleared = read_cleared(course, setup.assignment)
 
 # %% ../../../nbs/course/grading/grading.ipynb #batch-folder
 def _submissions_folder(submissions_dir) -> Path:
@@ -234,14 +232,14 @@ def _log_run(setup: GradingSetup, subs: list, jobs: int, cannot: list, found: li
         log(untimed_note(setup.late, subs))
 
 # %% ../../../nbs/course/grading/grading.ipynb #batch-write
-def _write_grades(results: list, course_dir: Path, assignment: str, log,
+def _write_grades(results: list, course: Course, assignment: str, log,
                   kept: dict | None = None) -> Path:
-    """The grades CSV and the grading log of `results` in `course_dir`, with the rows and log
+    """The grades CSV and the grading log of `results` in `course`, with the rows and log
     entries of the `kept` students (`kept_grades`) as they were, said in the log; returns the CSV's
     path."""
-    csv_path = write_grades_csv(results, CourseLayout(course_dir).grades_csv(assignment),
+    csv_path = write_grades_csv(results, course.grades_csv(assignment),
                                 assignment, kept)
-    log_path = write_grading_log(results, CourseLayout(course_dir).grading_log(assignment),
+    log_path = write_grading_log(results, course.grading_log(assignment),
                                  assignment, list(kept or {}))
     log(f"grades: {csv_path} (import the score column; every flag in full: {log_path.name})")
     return csv_path
@@ -253,7 +251,8 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
           sandbox: bool = True, log=print,
           shard=None, limits: Limits | None = None, late: LateWork | None = None, clear=(),
           only=()) -> tuple:
-    """Grade every submission (with `shard='K/N'`, only shard K of N's; with `only`, those
+    """Grade every submission in the course `course_dir` (a `Course` or its folder; default:
+    `course/` beside `submissions_dir`) (with `shard='K/N'`, only shard K of N's; with `only`, those
     students'); returns (results, path of the grades CSV). Students graded before in the course and
     not now keep their grades. Raises `SandboxUnavailable`, before anything is written, when no
     sandbox can be had and `sandbox` is True. `limits` (default `Limits()`) caps what each
@@ -270,27 +269,27 @@ def grade(module, submissions_dir, nbs_dir='nbs', course_dir=None, jobs: int = 1
         raise MissingInput(f"no student folders in {submissions_dir}")
     named = only_students(found, only, submissions_dir)
     check_clear(clear, named, submissions_dir)
-    course_dir = Path(course_dir) if course_dir else submissions_dir.parent / 'course'
+    course = Course.of(course_dir) if course_dir else Course(submissions_dir.parent / 'course')
     mine = _this_shard(named, shard, submissions_dir, log)
-    kept = kept_grades(CourseLayout(course_dir).grades_csv(source.stem),
+    kept = kept_grades(course.grades_csv(source.stem),
                        list(empty_parts(read_nb(source))),
                        # the others keep theirs, byte for byte
                        {f.student for f in mine}, log)
     level = isolation_level(sandbox)
     held, cannot = enforced(Limits() if limits is None else limits, level)
-    setup = set_up_grading(module, nbs_dir, course_dir, level, cell_timeout, wall_seconds,
+    setup = set_up_grading(module, nbs_dir, course, level, cell_timeout, wall_seconds,
                            hide=(submissions_dir,))
     setup.limits, setup.late = held, late or LateWork()
     try:
-        mine = with_receipts(mine, read_receipts(submissions_dir.parent, setup.assignment),
+        mine = with_receipts(mine, read_receipts(Course(submissions_dir.parent), setup.assignment),
                              setup.late, log)
-        subs = snapshot_submissions(mine, course_dir / '.snapshot', submissions_dir)
-        _clear(setup, subs, clear, course_dir, log)
+        subs = snapshot_submissions(mine, course.snapshot, submissions_dir)
+        _clear(setup, subs, clear, course, log)
         _log_run(setup, subs, jobs, cannot, found, log)
-        setup.late.save(course_dir)
-        results = _grade_all(setup, subs, course_dir, jobs, log)
+        setup.late.save(course)
+        results = _grade_all(setup, subs, course, jobs, log)
     finally:                                   # also when grading stops early
         shutil.rmtree(setup.work_root, ignore_errors=True)
-    for line in your_work_lines(course_dir, setup.assignment, [r.student for r in results]):
+    for line in your_work_lines(course, setup.assignment, [r.student for r in results]):
         log(line)
-    return results, _write_grades(results, course_dir, setup.assignment, log, kept)
+    return results, _write_grades(results, course, setup.assignment, log, kept)

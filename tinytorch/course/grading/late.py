@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from ..basics.course import Course
 from ..basics.errors import BadInput, MissingInput
 from .grade_table import import_total, settle_statuses
 from ..basics.untrusted_text import printable
@@ -98,7 +99,7 @@ class LatePenalty(LateSubmissionPlugin):
 
     def _kept(self, name: str):
         from nbgrader.coursedir import CourseDirectory
-        return getattr(LateWork.load(Path(CourseDirectory(parent=self).root)).policy, name)
+        return getattr(LateWork.load(Course(CourseDirectory(parent=self).root)).policy, name)
 
     @default('kind')
     def _kept_kind(self): return self._kept('kind')
@@ -245,8 +246,8 @@ class LateWork:
             return None
         return max(0.0, (submitted - due).total_seconds())
 
-    def save(self, course_dir: Path) -> Path:
-        path = Path(course_dir) / 'late_work.json'
+    def save(self, course: Course) -> Path:
+        path = course.late_work
         path.write_text(json.dumps({'due': self.due.isoformat() if self.due else None,
                                     'policy': vars(self.policy),
                                     'extensions': {s: d.total_seconds()
@@ -255,9 +256,9 @@ class LateWork:
         return path
 
     @classmethod
-    def load(cls, course_dir: Path) -> LateWork:
+    def load(cls, course: Course) -> LateWork:
         "The course's late work (none recorded: no due date, no penalty)."
-        path = Path(course_dir) / 'late_work.json'
+        path = course.late_work
         if not path.is_file():
             return cls()
         try:

@@ -17,10 +17,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
 
+from ..basics.course import Course
 from ..basics.errors import BadInput
 from ..basics.notebooks import cell_source, nbgrader_fields
 from ..basics.untrusted_text import csv_row, csv_value
-from ..basics.vocabulary import CourseLayout, atomic_write, closed_regions, read_csv_lines
+from ..basics.vocabulary import atomic_write, closed_regions, read_csv_lines
 
 # %% auto #0
 __all__ = ['Refused', 'link_reason', 'links_under', 'read_no_follow', 'copy_no_follow', 'solution_regions', 'copied_reasons',
@@ -186,16 +187,16 @@ def _cleared_rows(path: Path) -> dict:
             for r in rows}
 
 # %% ../../../nbs/course/grading/provenance.ipynb #read-cleared
-def read_cleared(course_dir, assignment: str) -> dict:
+def read_cleared(course: Course, assignment: str) -> dict:
     "student -> the SHA-256 of the notebook the instructor cleared ({} when nothing is cleared)."
-    rows = _cleared_rows(CourseLayout(course_dir).cleared(assignment))
+    rows = _cleared_rows(course.cleared(assignment))
     return {s: digest for s, (digest, _) in rows.items()}
 
 # %% ../../../nbs/course/grading/provenance.ipynb #clear-submissions
-def clear_submissions(course_dir, assignment: str, digests: dict) -> Path:
+def clear_submissions(course: Course, assignment: str, digests: dict) -> Path:
     """Add `digests` (student -> SHA-256 of the notebook to grade as usual) to the course's
     clearance file."""
-    path = CourseLayout(course_dir).cleared(assignment)
+    path = course.cleared(assignment)
     when = datetime.now(timezone.utc).isoformat(timespec='seconds')
     rows = _cleared_rows(path) | {s: (d, when) for s, d in digests.items()}
     with atomic_write(path, newline='') as f:
@@ -249,9 +250,9 @@ class Receipt(NamedTuple):
     problems: tuple = ()        # why it was not collected (links, other owners)
 
 # %% ../../../nbs/course/grading/provenance.ipynb #read-receipts
-def read_receipts(course_root, assignment: str) -> dict | None:
+def read_receipts(course: Course, assignment: str) -> dict | None:
     "student -> `Receipt` from the course's receipts file; None when there is none."
-    path = CourseLayout(course_root).receipts(assignment)
+    path = course.receipts(assignment)
     if not path.is_file():
         return None
     try:
@@ -264,12 +265,12 @@ def read_receipts(course_root, assignment: str) -> dict | None:
                        f"({type(e).__name__}: {e})") from None
 
 # %% ../../../nbs/course/grading/provenance.ipynb #record-receipt
-def record_receipt(course_root, assignment: str, student: str, receipt: Receipt) -> Path:
+def record_receipt(course: Course, assignment: str, student: str, receipt: Receipt) -> Path:
     "Add (or replace) `student`'s receipt in the receipts file, atomically."
-    path = CourseLayout(course_root).receipts(assignment)
+    path = course.receipts(assignment)
     data = {s: {'inbound': r.inbound, 'received': r.received.isoformat(),
                 'problems': list(r.problems)}
-            for s, r in ({**(read_receipts(course_root, assignment) or {}),
+            for s, r in ({**(read_receipts(course, assignment) or {}),
                           student: receipt}).items()}
     with atomic_write(path) as f:
         f.write(json.dumps(data, indent=1, sort_keys=True) + '\n')

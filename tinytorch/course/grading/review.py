@@ -11,9 +11,10 @@ import hashlib
 import json
 from pathlib import Path
 
+from ..basics.course import Course
 from .grade_table import StudentResult
 from ..basics.notebooks import cell_source, nbgrader_fields, read_nb
-from ..basics.vocabulary import CourseLayout, atomic_write, open_gradebook
+from ..basics.vocabulary import atomic_write
 
 # %% auto #0
 __all__ = ['REVIEW_NOTE', 'answer_digests', 'merge_graded_answers', 'review_reason', 'mark_for_review', 'flagged_students']
@@ -37,34 +38,33 @@ def answer_digests(nb) -> dict:
     return digests
 
 # %% ../../../nbs/course/grading/review.ipynb #graded-answers
-def _graded_answers(course_dir: Path, assignment: str) -> dict:
+def _graded_answers(course: Course, assignment: str) -> dict:
     """The course's record of its graded parts: {'parts': student -> `answer_digests` of the
     submission last graded, 'look_again': student -> the parts whose score a re-grade kept and
     marked to look at again}; empty when none."""
     try:
-        record = json.loads(
-            CourseLayout(course_dir).graded_answers(assignment).read_text(encoding='utf-8'))
+        record = json.loads(course.graded_answers(assignment).read_text(encoding='utf-8'))
     except (OSError, ValueError):
         record = {}
     record = record if isinstance(record, dict) else {}
     return {key: record.get(key) if isinstance(record.get(key), dict) else {}
             for key in ('parts', 'look_again')}
 
-def _write_graded_answers(course_dir: Path, assignment: str, record: dict):
-    with atomic_write(CourseLayout(course_dir).graded_answers(assignment)) as f:
+def _write_graded_answers(course: Course, assignment: str, record: dict):
+    with atomic_write(course.graded_answers(assignment)) as f:
         json.dump(record, f, indent=1, sort_keys=True)
 
-def _record_graded_answers(course_dir: Path, assignment: str, student: str, digests: dict,
+def _record_graded_answers(course: Course, assignment: str, student: str, digests: dict,
                            look_again: set):
     """Keep `digests` as what `student`'s parts held when graded (unless there are none: it wasn't
     read), and `look_again` as the parts marked to look at again."""
-    record = _graded_answers(course_dir, assignment)
+    record = _graded_answers(course, assignment)
     if digests:
         record['parts'][student] = digests
     record['look_again'][student] = sorted(look_again)
-    _write_graded_answers(course_dir, assignment, record)
+    _write_graded_answers(course, assignment, record)
 
-def merge_graded_answers(courses: list, dest: Path, assignment: str):
+def merge_graded_answers(courses: list, dest: Course, assignment: str):
     """The `_graded_answers` records of the shard `courses` (a student is in one of them only) as
     the record of `dest`."""
     record = {'parts': {}, 'look_again': {}}
@@ -195,9 +195,9 @@ def mark_for_review(sub, result: StudentResult):
         nb.flagged = nb.flagged if seen else True
 
 # %% ../../../nbs/course/grading/review.ipynb #read-flagged
-def flagged_students(course: Path, assignment: str) -> set:
+def flagged_students(course: Course, assignment: str) -> set:
     """The students whose submission of `assignment` is ticked **Flagged?** in the master gradebook
     (not yet reviewed)."""
-    with open_gradebook(CourseLayout(course).gradebook) as gb:
+    with course.gradebook() as gb:
         return {sub.student_id for sub in gb.assignment_submissions(assignment)
                 if any(nb.flagged for nb in sub.notebooks)}

@@ -14,13 +14,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..basics.course import Course
 from ..basics.errors import BadInput
 from ..basics.generation_cache import files_under
 from .grade_table import CLEAN_LOG, CSV_FIELDS, log_entries, read_grades_csv
 from ..basics.untrusted_text import csv_row
 from .gradebook import copy_submissions, gradebook_students
 from .review import merge_graded_answers
-from ..basics.vocabulary import CourseLayout, PartStatus, atomic_write
+from ..basics.vocabulary import PartStatus, atomic_write
 
 # %% auto #0
 __all__ = ['parse_shard', 'shard_of', 'select_shard', 'merge_grade_csvs', 'merge_courses']
@@ -106,8 +107,8 @@ def _write_rows(path: Path, rows: list):
 # %% ../../../nbs/course/grading/shards.ipynb #merge-write
 def merge_grade_csvs(out, inputs, course=None) -> dict:
     """Merge the shards' grades CSVs `inputs` into `out`: the CSV one run over the whole class
-    writes. With `course`, first also the shards' course folders (around the inputs) into that one
-    course folder (`merge_courses`)."""
+    writes. With `course` (a `Course` or its folder), first also the shards' course folders
+    (around the inputs) into that one course (`merge_courses`)."""
     out, inputs = Path(out), [Path(p) for p in inputs]
     if not inputs:
         raise BadInput("no shard CSVs given: expected one grades CSV per shard")
@@ -121,7 +122,7 @@ def merge_grade_csvs(out, inputs, course=None) -> dict:
     students = _grouped(inputs)
     rows = [row for s in sorted(students) for row in students[s][1]]
     if course is not None:
-        course = merge_courses(course, inputs, rows)
+        course = merge_courses(Course.of(course), inputs, rows)
     _write_rows(out, rows)
     attention = sorted({r['student'] for r in rows
                         if r['status'] in (PartStatus.FAILED, PartStatus.FLAGGED)})
@@ -132,17 +133,17 @@ def merge_grade_csvs(out, inputs, course=None) -> dict:
 
 # %% ../../../nbs/course/grading/shards.ipynb #course-checks
 def _shard_course(csv_path: Path) -> tuple:
-    """(folder, assignment) of the course `tinytorch grade --shard` wrote around `csv_path`;
+    """(course, assignment) of the course `tinytorch grade --shard` wrote around `csv_path`;
     BadInput when it isn't one."""
-    course = Path(csv_path).parent
-    for need in (CourseLayout(course).gradebook, CourseLayout(course).config, course / 'source'):
+    course = Course(Path(csv_path).parent)
+    for need in (course.gradebook_file, course.config, course.step('source')):
         if not need.exists():
             raise BadInput(f"{course}: no {need.name} (expected the course folder that `tinytorch "
                            f"grade --shard` wrote around {Path(csv_path).name}, to merge into one "
                            "course)")
-    sources = sorted(p.name for p in (course / 'source').iterdir() if p.is_dir())
+    sources = sorted(p.name for p in course.step('source').iterdir() if p.is_dir())
     if len(sources) != 1:
-        raise BadInput(f"{course / 'source'}: expected one assignment folder, found {sources}")
+        raise BadInput(f"{course.step('source')}: expected one assignment folder, found {sources}")
     return course, sources[0]
 
 # %% ../../../nbs/course/grading/shards.ipynb #graded-in
@@ -159,13 +160,12 @@ def _graded_in(csv_path: Path) -> set:
 def _check_courses(courses: list, assignment: str, csv_paths: list):
     """BadInput when the shard courses were graded from different notebooks, a gradebook doesn't
     hold its CSV's students, or a student is in two gradebooks."""
-    first = files_under(CourseLayout(courses[0]).source(assignment))
+    first = files_under(courses[0].source(assignment))
     for course in courses[1:]:
-        if files_under(CourseLayout(course).source(assignment)) != first:
+        if files_under(course.source(assignment)) != first:
             raise BadInput(f"{courses[0]} and {course} were graded from different source "
                            "notebooks: they can't be merged into one course")
-    late = [(c / 'late_work.json').read_bytes() if (c / 'late_work.json').exists() else None
-            for c in courses]
+    late = [c.late_work.read_bytes() if c.late_work.exists() else None for c in courses]
     for course, rule in zip(courses[1:], late[1:]):
         if rule != late[0]:
             raise BadInput(f"{courses[0]} and {course} were graded with different due dates, "
@@ -173,10 +173,10 @@ def _check_courses(courses: list, assignment: str, csv_paths: list):
                            "the same --due, --late-policy and --extensions")
     owner = {}
     for course, csv_path in zip(courses, csv_paths):
-        held = gradebook_students(CourseLayout(course).gradebook, assignment)
+        held = gradebook_students(course, assignment)
         missing = sorted(_graded_in(csv_path) - set(held))
         if missing:
-            raise BadInput(f"{CourseLayout(course).gradebook} lacks "
+            raise BadInput(f"{course.gradebook_file} lacks "
                            f"{', '.join(map(repr, missing))}, graded in {Path(csv_path).name}: "
                            "not the gradebook of the run that wrote it")
         for student in held:
@@ -192,18 +192,17 @@ def _merged_log(courses: list, assignment: str, submissions: int) -> str:
     by student."""
     entries = {}
     for course in courses:
-        entries.update(log_entries(CourseLayout(course).grading_log(assignment)))
+        entries.update(log_entries(course.grading_log(assignment)))
     body = [line for s in sorted(entries) for line in entries[s]] or [CLEAN_LOG]
     return ('\n'.join([f"tinytorch grade: {assignment}, {submissions} submission(s)", '', *body])
             + '\n')
 
 # %% ../../../nbs/course/grading/shards.ipynb #course
-def merge_courses(dest, csv_paths: list, rows: list) -> Path:
-    """The shards' course folders around `csv_paths` as one course folder `dest` (one gradebook for
-    every student), with the merged grades `rows`; built beside `dest` and renamed into place, or
-    nothing is written."""
-    dest = Path(dest)
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+def merge_courses(dest: Course, csv_paths: list, rows: list) -> Course:
+    """The shards' course folders around `csv_paths` as one course `dest` (one gradebook for every
+    student), with the merged grades `rows`; built beside `dest` and renamed into place, or nothing
+    is written."""
+    if dest.root.exists() and (not dest.root.is_dir() or any(dest.root.iterdir())):
         raise BadInput(f"--course {dest}: already exists and is not empty; give a new folder for "
                        "the merged course")
     found = [_shard_course(p) for p in csv_paths]
@@ -212,31 +211,31 @@ def merge_courses(dest, csv_paths: list, rows: list) -> Path:
         if other != assignment:
             raise BadInput(f"{courses[0]} grades {assignment!r} but {course} grades {other!r}")
     _check_courses(courses, assignment, csv_paths)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f'.{dest.name}.', suffix='.partial', dir=dest.parent))
+    dest.root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f'.{dest.name}.', suffix='.partial', dir=dest.root.parent))
+    merged, first = Course(tmp), courses[0]
     try:
-        shutil.copy(CourseLayout(courses[0]).config, tmp)
-        shutil.copy(CourseLayout(courses[0]).gradebook, tmp)
-        shutil.copytree(courses[0] / 'source', tmp / 'source')
+        shutil.copy(first.config, merged.config)
+        shutil.copy(first.gradebook_file, merged.gradebook_file)
+        shutil.copytree(first.step('source'), merged.step('source'))
         # the same in every shard (`_check_courses`)
-        if (courses[0] / 'late_work.json').exists():
-            shutil.copy(courses[0] / 'late_work.json', tmp)
+        if first.late_work.exists():
+            shutil.copy(first.late_work, merged.late_work)
         for course in courses[1:]:
-            copy_submissions(CourseLayout(course).gradebook, CourseLayout(tmp).gradebook,
-                             assignment)
+            copy_submissions(course, merged, assignment)
         # what a later re-grade compares your scores' parts with
-        merge_graded_answers(courses, tmp, assignment)
+        merge_graded_answers(courses, merged, assignment)
         for course in courses:
             for folder in ('autograded', 'feedback'):
-                for student in sorted(p for p in (course / folder).glob('*') if p.is_dir()):
-                    shutil.copytree(student, tmp / folder / student.name)
-        _write_rows(CourseLayout(tmp).grades_csv(assignment), rows)
+                for student in sorted(p for p in course.step(folder).glob('*') if p.is_dir()):
+                    shutil.copytree(student, merged.step(folder) / student.name)
+        _write_rows(merged.grades_csv(assignment), rows)
         log = _merged_log(courses, assignment, len({r['student'] for r in rows}))
-        CourseLayout(tmp).grading_log(assignment).write_text(log, encoding='utf-8')
+        merged.grading_log(assignment).write_text(log, encoding='utf-8')
         os.chmod(tmp, 0o755)
-        if dest.exists():
-            dest.rmdir()
-        tmp.rename(dest)
+        if dest.root.exists():
+            dest.root.rmdir()
+        tmp.rename(dest.root)
     except OSError as e:
         raise BadInput(f"{dest}: can't write the merged course ({type(e).__name__}: {e})") from None
     finally:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..authoring.assignments import graded_parts
+from ..basics.course import Course
 from ..basics.errors import BadInput, OutputInTheWay
 from ..basics.defaults import CELL_TIMEOUT, PLATFORM_WALL_SECONDS
 from ..grading.gradebook import create_gradebooks
@@ -161,7 +162,7 @@ def write_grader_course(grader: Path) -> Path:
     generated now, from the notebook and options in `grader/`; a run copies it and generates only
     what no longer matches (`create_gradebooks`)."""
     config = json.loads((grader / 'config.json').read_text(encoding='utf-8'))
-    create_gradebooks(grader / 'nbs' / config['notebook'], grader / 'course',
+    create_gradebooks(grader / 'nbs' / config['notebook'], Course(grader / 'course'),
                       config['cell_timeout'])
     return grader / 'course'
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from ..basics.course import Course
 from ..basics.errors import BadInput, MissingInput
 from ..grading.grade_table import HELD, grades_by_student
 from ..grading.gradebook import read_gradebook, set_late_penalties
@@ -16,7 +17,7 @@ from ..grading.review import flagged_students
 from ..grading.late import LatePolicy, LateWork
 from ..basics.notebooks import module_number
 from ..basics.untrusted_text import csv_row, printable
-from ..basics.vocabulary import CourseLayout, FinalStatus, PartStatus, atomic_write
+from ..basics.vocabulary import FinalStatus, PartStatus, atomic_write
 
 # %% auto #0
 __all__ = ['FINAL_COLUMNS', 'CourseNotGraded', 'graded_assignment', 'gradebook_problem', 'final_points', 'final_grades',
@@ -29,13 +30,13 @@ class CourseNotGraded(MissingInput):
 
 # %% ../../../nbs/course/results/final_grades.ipynb #graded-assignment
 def graded_assignment(course_dir, module) -> tuple:
-    "(course folder, assignment name) of a course in which `tinytorch grade MODULE` has run."
+    """(`Course`, assignment name) of a course (a `Course` or its folder) in which `tinytorch grade
+    MODULE` has run."""
     number = module_number(module)
-    course = Path(course_dir)
-    layout = CourseLayout(course)
-    sources = sorted(p.name for p in layout.source(number).parent.glob(f"{number}_*") if p.is_dir())
-    if (not layout.gradebook.is_file() or len(sources) != 1
-        or not layout.grades_csv(sources[0]).is_file()):
+    course = Course.of(course_dir)
+    sources = sorted(p.name for p in course.step('source').glob(f"{number}_*") if p.is_dir())
+    if (not course.gradebook_file.is_file() or len(sources) != 1
+        or not course.grades_csv(sources[0]).is_file()):
         raise CourseNotGraded(f"{course} holds no grades for module {module}: run "
                               f"`tinytorch grade {module} SUBMISSIONS --course {course}` first")
     return course, sources[0]
@@ -155,7 +156,7 @@ def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = L
 def final_grades(course_dir, module) -> tuple:
     "({part: max points} in notebook order, one dict per student) for `module` in a graded course."
     course, assignment = graded_assignment(course_dir, module)
-    graded = grades_by_student(CourseLayout(course).grades_csv(assignment))
+    graded = grades_by_student(course.grades_csv(assignment))
     scores = read_gradebook(course, assignment)
     parts = {p: float(r['max_points']) for p, r in next(iter(graded.values()), {}).items()}
     policy, flagged = LateWork.load(course).policy, flagged_students(course, assignment)
@@ -196,24 +197,24 @@ def grades(module, course_dir, fmt: str = 'final', out=None, roster_file=None, c
                        "(Canvas' gradebook export, as downloaded, will do)")
     parts, rows = final_grades(course, module)
     path = write_final_grades(parts, rows, (out if fmt == 'final' else None)
-                              or course / f"final_grades_{assignment}.csv")
+                              or course.final_grades_csv(assignment))
     log(f"final grades: {path} ({len(rows)} students: {_status_counts(rows)})")
     _log_review_and_late(course, assignment, rows, log)
     if fmt != 'final':
         export, notes = write_export(fmt, course, assignment, rows, roster, column,
-                                     out or course / f"{fmt}_grades_{assignment}.csv")
+                                     out or course.final_grades_csv(assignment, fmt))
         log(f"{fmt} export: {export}")
         for line in notes:
             log(f"  {printable(line)}")
     pages = regenerate_feedback(course, assignment, parts, rows)
     withheld = sorted(s for s, page in pages.items() if page is None)
-    log(f"feedback: {len(pages) - len(withheld)} page(s) rewritten in {course / 'feedback'}"
+    log(f"feedback: {len(pages) - len(withheld)} page(s) rewritten in {course.step('feedback')}"
         + (f"; withheld (they would show hidden tests): {', '.join(map(printable, withheld))}"
            if withheld else ''))
     return path
 
 # %% ../../../nbs/course/results/final_grades.ipynb #grades-late
-def _log_review_and_late(course: Path, assignment: str, rows: list, log):
+def _log_review_and_late(course: Course, assignment: str, rows: list, log):
     "Who is ticked Flagged? for review, and the late penalties (written into the gradebook too)."
     review = [f"{printable(r['student'])} ({r['review'].split(':')[0]})"
               for r in rows if r['review']]

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from ..basics.course import Course
 from ..basics.errors import BadInput, MissingInput
 from ..grading.late import LateWork
 from ..basics.untrusted_text import csv_cell, csv_row, printable
-from ..basics.vocabulary import (
-    CourseLayout, FinalStatus, atomic_write, open_gradebook, read_csv_lines)
+from ..basics.vocabulary import FinalStatus, atomic_write, read_csv_lines
 
 # %% auto #0
 __all__ = ['CANVAS_HEADER', 'MOODLE_HEADER', 'NBGRADER_HEADER', 'Student', 'Roster', 'read_roster', 'roster_mismatches',
@@ -138,8 +138,9 @@ def roster_mismatches(roster: Roster, handed_in: list) -> list:
 
 # %% ../../../nbs/course/results/lms.ipynb #apply-roster
 def apply_roster(course_dir, roster: Roster, handed_in: list) -> list:
-    "Write the roster's students into the course's gradebook; return `roster_mismatches`' lines."
-    with open_gradebook(CourseLayout(course_dir).gradebook) as gb:
+    """Write the roster's students into the gradebook of the course `course_dir` (a `Course` or its
+    folder); return `roster_mismatches`' lines."""
+    with Course.of(course_dir).gradebook() as gb:
         for s in roster.students.values():
             gb.update_or_create_student(s.id, first_name=s.first_name or None,
                                         last_name=s.last_name or None, email=s.email or None,
@@ -256,10 +257,10 @@ def nbgrader_rows(rows: list, roster: Roster | None, assignment: str, late: Late
     return lines, _review_note(rows, students)
 
 # %% ../../../nbs/course/results/lms.ipynb #write
-def write_export(kind: str, course: Path, assignment: str, rows: list, roster: Roster | None,
+def write_export(kind: str, course, assignment: str, rows: list, roster: Roster | None,
                  column: str | None, out) -> tuple:
-    """Write the `kind` ('canvas', 'moodle' or 'nbgrader') export of `final_grades`' rows to `out`:
-    (path, notes)."""
+    """Write the `kind` ('canvas', 'moodle' or 'nbgrader') export of `final_grades`' rows of
+    `course` (a `Course` or its folder) to `out`: (path, notes)."""
     column = column or assignment
     if kind == 'canvas':
         if roster is None:
@@ -269,7 +270,7 @@ def write_export(kind: str, course: Path, assignment: str, rows: list, roster: R
     elif kind == 'moodle':
         lines, notes = moodle_rows(rows, roster, column)
     elif kind == 'nbgrader':
-        lines, notes = nbgrader_rows(rows, roster, assignment, LateWork.load(course))
+        lines, notes = nbgrader_rows(rows, roster, assignment, LateWork.load(Course.of(course)))
     else:
         raise BadInput(f"--format {kind!r}: expected canvas, moodle or nbgrader")
     quoted = sorted({printable(cell) for line in lines for cell in line if csv_cell(cell) != cell})

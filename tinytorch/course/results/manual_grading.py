@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlparse
 
+from ..basics.course import Course
 from ..basics.dependencies import missing_modules
 from ..basics.errors import BadInput, MissingInput, NotReady
 from .final_grades import CourseNotGraded
 from ..pages.formgrade_guard import NONCE_VARIABLE
 from ..pages.sanitize import CONFINED_CSS
-from ..basics.vocabulary import CourseLayout, atomic_write
+from ..basics.vocabulary import atomic_write
 
 # %% auto #0
 __all__ = ['FORMGRADE_TEMPLATE', 'FORMGRADE_CONFIG', 'HUB_VARIABLES', 'with_formgrade_config', 'write_formgrade_template',
@@ -193,13 +194,13 @@ def write_formgrade_template(folder: Path, nonce: str) -> Path:
     return folder
 
 # %% ../../../nbs/course/results/manual_grading.ipynb #serve-command
-def formgrader_command(course: Path, port: int, token: str, ip: str = '127.0.0.1') -> list:
+def formgrader_command(course: Course, port: int, token: str, ip: str = '127.0.0.1') -> list:
     """The JupyterLab command line that serves `course` with the formgrader, no terminals and only
     what grading needs."""
     as_root = ['--allow-root'] if hasattr(os, 'geteuid') and os.geteuid() == 0 else []
     return [sys.executable, '-m', 'jupyterlab', '--no-browser', *as_root, f'--ServerApp.ip={ip}',
             f'--ServerApp.port={port}', '--ServerApp.port_retries=0',
-            f'--ServerApp.root_dir={course.resolve()}',
+            f'--ServerApp.root_dir={course.root.resolve()}',
             f'--IdentityProvider.token={token}', '--ServerApp.terminals_enabled=False',
             '--ServerApp.jpserver_extensions=tinytorch.course.pages.formgrade_guard=True']
 
@@ -272,7 +273,7 @@ def hub_service(environ=os.environ) -> HubService:
 # %% ../../../nbs/course/results/manual_grading.ipynb #hub-command
 _HUB_AUTH = 'jupyterhub.singleuser.extension.JupyterHub'
 
-def hub_formgrader_command(course: Path, hub: HubService) -> list:
+def hub_formgrader_command(course: Course, hub: HubService) -> list:
     """`formgrader_command` as a JupyterHub service: the hub's address and prefix, logins by the
     hub's OAuth (no token of its own), and any Host name the hub's proxy forwards."""
     command = [a for a in formgrader_command(course, hub.port, '', hub.ip)
@@ -283,13 +284,12 @@ def hub_formgrader_command(course: Path, hub: HubService) -> list:
                       f'--ServerApp.authorizer_class={_HUB_AUTH}Authorizer']
 
 # %% ../../../nbs/course/results/manual_grading.ipynb #hub-wait-graded
-def _graded(course: Path) -> bool:
+def _graded(course: Course) -> bool:
     "Whether `tinytorch grade` has finished in `course`: its config, gradebook and a grades CSV."
-    layout = CourseLayout(course)
-    return (layout.gradebook.is_file() and layout.config.is_file()
-            and any(course.glob('grades_*.csv')))
+    return (course.gradebook_file.is_file() and course.config.is_file()
+            and any(course.root.glob(course.grades_csv('*').name)))
 
-def _not_graded_yet(course: Path):
+def _not_graded_yet(course: Course):
     "A handler answering 404 to anything: the formgrader starts once `course` is graded."
     class NotGradedYet(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -304,7 +304,7 @@ def _not_graded_yet(course: Path):
             pass
     return NotGradedYet
 
-def _wait_until_graded(course: Path, out, hub: HubService | None = None, poll: float = 5.0):
+def _wait_until_graded(course: Course, out, hub: HubService | None = None, poll: float = 5.0):
     """Return once `course` is graded. The hub starts its services with itself, before any grading,
     and stops unless each answers at its url, so until then a placeholder there answers 404."""
     if _graded(course):
@@ -326,16 +326,17 @@ def _wait_until_graded(course: Path, out, hub: HubService | None = None, poll: f
 # %% ../../../nbs/course/results/manual_grading.ipynb #serve-2
 def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.stdout,
                      hub: HubService | None = None) -> int:
-    """Serve the formgrader on a graded course until Ctrl-C or SIGTERM; print its address first.
-    With `hub`, as that JupyterHub service, once the course is graded."""
-    course = Path(course_dir)
-    layout = CourseLayout(course)
+    """Serve the formgrader on the graded course `course_dir` (a `Course` or its folder) until
+    Ctrl-C or SIGTERM; print its address first. With `hub`, as that JupyterHub service, once the
+    course is graded."""
+    course = Course.of(course_dir)
     if hub is not None:
         if importlib.util.find_spec('jupyterhub') is None:
             raise NotReady("--hub-service needs jupyterhub: pip install 'tinytorch[hub]'")
         _wait_until_graded(course, out, hub)
-    if not layout.gradebook.is_file() or not layout.config.is_file():
-        raise CourseNotGraded(f"{course} is not a graded course folder (no gradebook.db): run "
+    if not course.gradebook_file.is_file() or not course.config.is_file():
+        raise CourseNotGraded(f"{course} is not a graded course folder (no "
+                              f"{course.gradebook_file.name}): run "
                               f"`tinytorch grade MODULE SUBMISSIONS --course {course}` first")
     missing = missing_modules('course')
     if missing:
@@ -351,15 +352,15 @@ def serve_formgrader(course_dir, port: int = 0, ip: str = '127.0.0.1', out=sys.s
         base = f"http://{hub.ip}:{hub.port}{hub.base_url.rstrip('/')}"
         address = f"{hub.base_url}formgrader"
     # the formgrade block, replaced in one step
-    with atomic_write(layout.config) as config:
-        config.write(with_formgrade_config(layout.config.read_text()))
-    log = course / 'formgrader.log'
+    with atomic_write(course.config) as config:
+        config.write(with_formgrade_config(course.config.read_text()))
+    log = course.formgrader_log
     with (tempfile.TemporaryDirectory(prefix='tinytorch-formgrade-') as templates,
           open(log, 'w') as sink):
         template = write_formgrade_template(Path(templates), nonce)
         env = dict(os.environ, TINYTORCH_FORMGRADE_TEMPLATES=str(template),
                    **{NONCE_VARIABLE: nonce})
-        server = subprocess.Popen(command, cwd=course, env=env, stdout=sink,
+        server = subprocess.Popen(command, cwd=course.root, env=env, stdout=sink,
                                   stderr=subprocess.STDOUT, start_new_session=True)
         previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:

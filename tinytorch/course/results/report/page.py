@@ -150,9 +150,10 @@ def report_plots(record: ClassRecord, summaries: list) -> dict:
 
 # %% ../../../../nbs/course/results/report/page.ipynb #write-report
 def write_class_report(course_dir, module, out=None) -> ReportFiles:
-    "The class report of `module` in a graded course, written into `out` (default: the course)."
+    """The class report of `module` in a graded course (a `Course` or its folder), written into
+    `out` (default: the course's folder)."""
     record = read_class(course_dir, module)
-    out, a = Path(out or record.course), record.assignment
+    out, a = Path(out) if out else record.course.root, record.assignment
     out.mkdir(parents=True, exist_ok=True)
     summaries = part_summaries(record)
     code = class_code(record.course, a, record.rows)

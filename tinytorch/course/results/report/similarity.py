@@ -70,16 +70,14 @@ def student_code(nb, source_nb) -> dict:
 
 # %% ../../../../nbs/course/results/report/similarity.ipynb #class-code
 def class_code(course, assignment: str, students) -> dict:
-    """student -> part -> the code they wrote, from each autograded notebook of a graded course
-    (a student whose notebook is missing or can't be read has none)."""
+    """student -> part -> the code they wrote, from each autograded notebook of a graded `course`
+    (a `Course`; a student whose notebook is missing or can't be read has none)."""
     from tinytorch.course.basics.errors import UsageError
     from tinytorch.course.basics.notebooks import read_nb, read_submission
-    from tinytorch.course.basics.vocabulary import CourseLayout
-    layout = CourseLayout(Path(course))
-    source = read_nb(layout.source_notebook(assignment))
+    source = read_nb(course.source_notebook(assignment))
     code = {}
     for student in students:
-        path = layout.autograded(student, assignment) / f"{assignment}.ipynb"
+        path = course.autograded(student, assignment) / f"{assignment}.ipynb"
         try:
             code[student] = student_code(read_submission(path, f"{student}'s notebook"), source)
         except (OSError, UsageError):

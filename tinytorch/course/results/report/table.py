@@ -11,13 +11,14 @@ from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
 
+from ...basics.course import Course
 from ...platforms.autograder_run import graded_cell_errors
 from ...basics.errors import UsageError
 from ..final_grades import final_grades, graded_assignment
 from ...grading.grade_table import grades_by_student
 from ...basics.notebooks import read_submission
 from ...basics.untrusted_text import printable, write_csv
-from ...basics.vocabulary import CourseLayout, PartStatus
+from ...basics.vocabulary import PartStatus
 
 # %% auto #0
 __all__ = ['MESSAGE_CHARS', 'NO_MESSAGE', 'FAILURES_SHOWN', 'REPORT_COLUMNS', 'ClassRecord', 'read_class', 'masked',
@@ -27,7 +28,7 @@ __all__ = ['MESSAGE_CHARS', 'NO_MESSAGE', 'FAILURES_SHOWN', 'REPORT_COLUMNS', 'C
 # %% ../../../../nbs/course/results/report/table.ipynb #record
 class ClassRecord(NamedTuple):
     "What the report reads of a graded course: an entry per student, parts in notebook order."
-    course: Path
+    course: Course
     assignment: str
     parts: dict        # part -> (kind, max points): 'test' (autograded) or 'answer' (written)
     rows: dict         # student -> part -> the grades CSV's row (status, reason, seconds_late, ...)
@@ -36,9 +37,10 @@ class ClassRecord(NamedTuple):
 
 # %% ../../../../nbs/course/results/report/table.ipynb #read-class
 def read_class(course_dir, module) -> ClassRecord:
-    "The grade record of `module` in a graded course (`CourseNotGraded` when it holds none)."
+    """The grade record of `module` in a graded course (a `Course` or its folder; `CourseNotGraded`
+    when it holds none)."""
     course, assignment = graded_assignment(course_dir, module)
-    rows = grades_by_student(CourseLayout(course).grades_csv(assignment))
+    rows = grades_by_student(course.grades_csv(assignment))
     _, finals = final_grades(course, module)
     first = next(iter(rows.values()), {})
     parts = {p: (r['kind'], float(r['max_points'])) for p, r in first.items()}
@@ -72,7 +74,7 @@ def failure_message(row: dict, errors: dict) -> str:
 # %% ../../../../nbs/course/results/report/table.ipynb #test-errors
 def test_errors(record: ClassRecord, student: str) -> dict:
     "`graded_cell_errors` of the student's autograded notebook; {} when missing or unreadable."
-    folder = CourseLayout(record.course).autograded(student, record.assignment)
+    folder = record.course.autograded(student, record.assignment)
     path = folder / f"{record.assignment}.ipynb"
     try:
         return graded_cell_errors(read_submission(path, f"{student}'s autograded notebook"))
