@@ -671,6 +671,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                     'tinytorch/course/basics/course.py'),
                                                 'tinytorch.course.basics.course.gradebook_schema_version': ( 'course/basics/course.html#gradebook_schema_version',
                                                                                                              'tinytorch/course/basics/course.py'),
+                                                'tinytorch.course.basics.course.hush_sqlalchemy': ( 'course/basics/course.html#hush_sqlalchemy',
+                                                                                                    'tinytorch/course/basics/course.py'),
                                                 'tinytorch.course.basics.course.nbgrader_api': ( 'course/basics/course.html#nbgrader_api',
                                                                                                  'tinytorch/course/basics/course.py'),
                                                 'tinytorch.course.basics.course.open_gradebook': ( 'course/basics/course.html#open_gradebook',

@@ -165,7 +165,7 @@ def read_copy_grades(db: Path, assignment: str, student: str) -> dict:
     """grade_id -> {points, max_points, needs_manual, kind} from a one-student course copy's
     gradebook `db`."""
     from nbgrader.api import MissingEntry
-    with open_gradebook(db, timeout=None, quiet=False) as gb:
+    with open_gradebook(db, timeout=None) as gb:
         if [s.id for s in gb.students] != [student]:
             raise RuntimeError(f"the gradebook copy holds students {[s.id for s in gb.students]}, "
                                f"expected only {student!r}")
