@@ -109,7 +109,7 @@ class PartStatus(StrEnum):
     "A part's `status` in the grades CSV: what `tinytorch grade` decided about it."
     GRADED = 'graded'                     # nbgrader's points stand
     # something about the submission needs your eyes; the safer score meanwhile
-    FLAGGED = 'flagged'
+    NEEDS_EYES = 'flagged'
     FAILED = 'failed'                     # the submission could not be graded
     NEEDS_MANUAL = 'needs manual grading' # a written answer
 
@@ -123,7 +123,7 @@ class FinalStatus(StrEnum):
     TO_CONFIRM = 'to confirm'
                                           # you scored it keeps your score) until you confirm or
                                           # change it
-    FLAGGED = 'flagged'                   # the gradebook disagrees with what grading recorded
+    DISAGREES = 'flagged'                 # the gradebook disagrees with what grading recorded
     FAILED = 'failed'                     # the submission could not be graded: 0 points
     HELD = 'held'                         # a copy held at 0, still ticked Flagged? for your review
     # a part's points came from the formgrader (a part's reason only)

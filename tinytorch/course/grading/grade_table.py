@@ -91,7 +91,7 @@ def part_status(result: StudentResult, part: Part) -> tuple:
         status, reason = PartStatus.NEEDS_MANUAL, 'written answer'
     elif result.flags:
         more = len(result.flags) - 1
-        status, reason = (PartStatus.FLAGGED,
+        status, reason = (PartStatus.NEEDS_EYES,
                           _sentence(result.flags[0])
                           + (f" (and {more} more in the grading log)" if more else ''))
     else:
@@ -115,7 +115,7 @@ def import_score(status: PartStatus, points: float | None, recheck: float | None
     decides; None (nothing to import yet) for `needs manual grading` and `failed`."""
     if status == PartStatus.GRADED:
         return points
-    if status == PartStatus.FLAGGED:
+    if status == PartStatus.NEEDS_EYES:
         return min(points, 0.0 if recheck is None else recheck)
     return None
 
@@ -268,7 +268,7 @@ def _log_lines(r: StudentResult) -> list:
     note; [] if none."""
     if not (r.failure or r.flags or r.instructor_notes):
         return []
-    status = (PartStatus.FAILED if r.failure else PartStatus.FLAGGED if r.flags
+    status = (PartStatus.FAILED if r.failure else PartStatus.NEEDS_EYES if r.flags
               else PartStatus.GRADED)
     return ([f"{printable(r.student)}: {status}"]
             + [f"  - {_logged(text)}" for text in ([r.failure] if r.failure else r.flags)]

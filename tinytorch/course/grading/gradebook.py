@@ -183,7 +183,7 @@ def gradebook_auto_score(status: PartStatus, part: Part) -> float | None:
     """The autograded score the master gradebook holds for `part` of `status`: the grades CSV's
     `score` (the safer of nbgrader's and the re-check's) when it is flagged, nbgrader's
     otherwise."""
-    if status == PartStatus.FLAGGED:
+    if status == PartStatus.NEEDS_EYES:
         return import_score(status, part.nbgrader_points or 0.0, part.recheck_points)
     return part.nbgrader_points
 

@@ -125,7 +125,7 @@ def merge_grade_csvs(out, inputs, course=None) -> dict:
         course = merge_courses(Course.of(course), inputs, rows)
     _write_rows(out, rows)
     attention = sorted({r['student'] for r in rows
-                        if r['status'] in (PartStatus.FAILED, PartStatus.FLAGGED)})
+                        if r['status'] in (PartStatus.FAILED, PartStatus.NEEDS_EYES)})
     return {'path': out, 'students': len(students), 'shards': len(inputs), 'rows': len(rows),
             'empty_shards': sum(1 for p in inputs
                                 if p not in {path for path, _ in students.values()}),

@@ -160,7 +160,7 @@ def part_reports(rows: list, autograded: dict | None, secrets: set) -> list:
             message = f"not graded: {reason}"
         else:
             message, hidden = _test_message(row, verdicts.get(row['part']))
-            if status == PartStatus.FLAGGED:
+            if status == PartStatus.NEEDS_EYES:
                 message += (f"; held for your instructor to review ({reason}), {points:g} points "
                             "until then")
         reports.append(PartReport(row['part'], row['kind'], points, float(row['max_points']),
@@ -178,7 +178,7 @@ def _summary(reports: list, problem: str | None = None) -> str:
     """The results' message: the points, the `problem` of the export (`export_problem`), the parts
     held for review."""
     got, top = _totals(reports)
-    review = [r.grade_id for r in reports if r.status == PartStatus.FLAGGED]
+    review = [r.grade_id for r in reports if r.status == PartStatus.NEEDS_EYES]
     why = (f" {problem[:1].upper()}{problem[1:]}: the grader imports it as a module to check every "
            "test again (as `tinytorch test` does), so its code parts count 0 until your instructor "
            "reviews them."

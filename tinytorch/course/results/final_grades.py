@@ -55,8 +55,8 @@ def gradebook_problem(row: dict, score: dict | None) -> str | None:
                 "part")
     if score['manual'] is not None:
         return None                                             # your decision in the formgrader
-    expected = [_recorded(row)] + ([_recorded(row, 'points')] if row['status'] == PartStatus.FLAGGED
-                                   else [])
+    expected = [_recorded(row)] + ([_recorded(row, 'points')]
+                                   if row['status'] == PartStatus.NEEDS_EYES else [])
     auto = score['auto'] or 0.0
     # a course graded before: a flagged part held nbgrader's
     if all(abs(auto - e) > 1e-6 for e in expected):
@@ -77,7 +77,7 @@ def final_points(row: dict, score: dict | None) -> tuple:
                        f"outside 0 … {score['max']:g}; correct it in the formgrader")
     if gradebook_problem(row, score):
         return (score['manual'] if score['manual'] is not None
-                else _recorded(row)), FinalStatus.FLAGGED
+                else _recorded(row)), FinalStatus.DISAGREES
     # kept at a re-grade that changed the part: yours, until you look again
     if score['manual'] is not None:
         return (score['manual'] + (score['extra'] or 0),
@@ -85,7 +85,7 @@ def final_points(row: dict, score: dict | None) -> tuple:
     if row['kind'] == 'answer':
         return None, FinalStatus.TO_GRADE
     # the grader's safer score
-    if row['status'] == PartStatus.FLAGGED and _recorded(row) < _recorded(row, 'points'):
+    if row['status'] == PartStatus.NEEDS_EYES and _recorded(row) < _recorded(row, 'points'):
         return _recorded(row), FinalStatus.TO_CONFIRM
     return score['auto'] or 0.0, FinalStatus.AUTOGRADED
 
@@ -100,7 +100,8 @@ FINAL_COLUMNS = ['autograded_total', 'manual_total', 'total', 'max_points', 'sta
 def _held_reason(by_part: dict) -> str | None:
     "The reason a held copy's parts carry in the grades CSV (`HELD`); None: it was not held."
     return next((line['reason'] for line in by_part.values()
-                 if line['status'] == PartStatus.FLAGGED and line['reason'].startswith(HELD)), None)
+                 if line['status'] == PartStatus.NEEDS_EYES and line['reason'].startswith(HELD)),
+                None)
 
 def _review(by_part: dict, flagged: bool) -> str:
     "The `review` column: held or flagged, and why, while the student is ticked Flagged?; else ''."
@@ -110,8 +111,8 @@ def _review(by_part: dict, flagged: bool) -> str:
     if held:
         return f"{FinalStatus.HELD}: {held}"
     why = next((line['reason'] for line in by_part.values()
-                if line['status'] in (PartStatus.FAILED, PartStatus.FLAGGED)), None)
-    return f"{FinalStatus.FLAGGED}: {why or 'ticked Flagged? in the formgrader'}"
+                if line['status'] in (PartStatus.FAILED, PartStatus.NEEDS_EYES)), None)
+    return f"{FinalStatus.DISAGREES}: {why or 'ticked Flagged? in the formgrader'}"
 
 # %% ../../../nbs/course/results/final_grades.ipynb #final-row
 def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = LatePolicy(),
@@ -127,7 +128,7 @@ def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = L
         row[part] = '' if points is None else f"{points:g}"
         totals[line['kind']] += points or 0
         open_parts.get(why, []).append(part)
-        problems += ([gradebook_problem(line, scores.get(part))] if why == FinalStatus.FLAGGED
+        problems += ([gradebook_problem(line, scores.get(part))] if why == FinalStatus.DISAGREES
                      else [])
     total = totals['test'] + totals['answer']
     top = sum(float(line['max_points']) for line in by_part.values())
@@ -136,7 +137,7 @@ def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = L
     failure = next((line['reason'] for line in by_part.values()
                     if line['status'] == PartStatus.FAILED), None)
     status = (FinalStatus.FAILED if failure else FinalStatus.HELD if held and flagged
-              else FinalStatus.FLAGGED if problems
+              else FinalStatus.DISAGREES if problems
               else next((k for k, v in open_parts.items() if v), FinalStatus.COMPLETE))
     details = [f"{k}: {', '.join(v)}" for k, v in open_parts.items() if v]
     if held:
