@@ -7,21 +7,22 @@ part's status, the score to import, the grades CSV (written and read back) and t
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from ..basics.errors import BadInput, MissingInput
 from ..basics.untrusted_text import csv_row, csv_value, printable
 from ..basics.vocabulary import PartStatus, atomic_write, read_csv_lines
 
 # %% auto #0
-__all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'HELD', 'CSV_FIELDS', 'CLEAN_LOG', 'Part', 'StudentResult', 'part_status',
-           'settle_statuses', 'import_score', 'import_total', 'write_grades_csv', 'read_grades_csv',
-           'grades_by_student', 'log_entries', 'write_grading_log', 'kept_grades']
+__all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'HELD', 'CSV_FIELDS', 'CLEAN_LOG', 'Part', 'Findings', 'StudentResult', 'part_status',
+           'import_score', 'import_total', 'write_grades_csv', 'read_grades_csv', 'grades_by_student', 'log_entries',
+           'write_grading_log', 'kept_grades']
 
 # %% ../../../nbs/course/grading/grade_table.ipynb #result
-@dataclass
+@dataclass(frozen=True)
 class Part:
     "One graded cell of the assignment, and what each grading gave it."
     grade_id: str
@@ -35,19 +36,26 @@ class Part:
     # the visible tests passed, a hidden test (run only in the re-check) did not
     hidden_failed: bool = False
 
+# %% ../../../nbs/course/grading/grade_table.ipynb #findings
+class Findings(NamedTuple):
+    "What one grading step found about a submission: what a `StudentResult` is assembled from."
+    flags: tuple = ()          # for your eyes: each makes the submission `flagged`
+    notes: tuple = ()          # for the grading log only, never shown to a student
+    parts: dict | None = None  # grade_id -> `Part` as the step left them; None: unchanged
+
 # %% ../../../nbs/course/grading/grade_table.ipynb #student-result
-@dataclass
+@dataclass(frozen=True)
 class StudentResult:
+    "One student's graded submission: assembled from each step's `Findings`, never changed after."
     student: str
     parts: dict = field(default_factory=dict)      # grade_id -> Part, in the notebook's order
-    flags: list = field(default_factory=list)
+    flags: tuple = ()
     failure: str | None = None
     seconds: float = 0.0
     autograded: Path | None = None
     feedback: Path | None = None
     workdir: Path | None = None
     sandboxed: bool = True                         # False: graded with --no-sandbox
-    statuses: dict = field(default_factory=dict)   # grade_id -> (status, reason): `settle_statuses`
     # when it was handed in (nbgrader's timestamp.txt), UTC
     timestamp: datetime | None = None
     # after the student's due date; None: no due date or no timestamp
@@ -55,15 +63,38 @@ class StudentResult:
     # points taken off the submission's score for lateness
     late_penalty: float = 0.0
     # the grading log only: never shown to a student
-    instructor_notes: list = field(default_factory=list)
+    instructor_notes: tuple = ()
     answer_digests: dict = field(default_factory=dict)     # grade_id -> digest of what it graded
     # indices of the code cells nbgrader's run left out (`grading_inputs.for_kernel`)
-    not_run: list = field(default_factory=list)
+    not_run: tuple = ()
+
+    def __post_init__(self):                       # lists given are kept as tuples
+        for name in ('flags', 'instructor_notes', 'not_run'):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     @property
     def points(self) -> float: return sum(p.nbgrader_points or 0 for p in self.parts.values())
     @property
     def max_points(self) -> float: return sum(p.max_points for p in self.parts.values())
+    @property
+    def statuses(self) -> dict:
+        "grade_id -> (status, reason) of each part (`part_status`), derived from the record."
+        return {gid: part_status(self, p) for gid, p in self.parts.items()}
+    @property
+    def status(self) -> PartStatus:
+        "The submission's status: failed, flagged (`PartStatus.NEEDS_EYES`) or graded."
+        return (PartStatus.FAILED if self.failure else PartStatus.NEEDS_EYES if self.flags
+                else PartStatus.GRADED)
+
+    def with_findings(self, *found: Findings, **changes) -> StudentResult:
+        """This record with what each step `found` added (flags and notes after its own, the parts
+        as the last step that gave parts left them) and the fields `changes` sets."""
+        changes.setdefault('parts', next((f.parts for f in reversed(found) if f.parts is not None),
+                                         self.parts))
+        return replace(self, flags=self.flags + tuple(t for f in found for t in f.flags),
+                       instructor_notes=self.instructor_notes + tuple(t for f in found
+                                                                      for t in f.notes),
+                       **changes)
 
 # %% ../../../nbs/course/grading/grade_table.ipynb #status
 UNSANDBOXED = 'graded WITHOUT a sandbox (--no-sandbox): student code ran with your rights'
@@ -100,14 +131,6 @@ def part_status(result: StudentResult, part: Part) -> tuple:
         reason = '; '.join(filter(None, [reason, UNSANDBOXED]))
     return status, reason
 
-# %% ../../../nbs/course/grading/grade_table.ipynb #settle-statuses
-def settle_statuses(result: StudentResult) -> dict:
-    """Decide every part's (status, reason) from what is known about `result` now, and keep it on
-    `result.statuses`: the feedback page, the grades CSV and (through the CSV) shards and final
-    grades all read this one decision."""
-    result.statuses = {gid: part_status(result, p) for gid, p in result.parts.items()}
-    return result.statuses
-
 # %% ../../../nbs/course/grading/grade_table.ipynb #score
 def import_score(status: PartStatus, points: float | None, recheck: float | None) -> float | None:
     """The points to import into a gradebook: nbgrader's for a `graded` part; for a `flagged` one
@@ -123,7 +146,7 @@ def import_score(status: PartStatus, points: float | None, recheck: float | None
 def import_total(result: StudentResult) -> float:
     """The submission's points as its `score` column adds up (a part with nothing to import yet
     counts 0)."""
-    statuses = result.statuses or settle_statuses(result)
+    statuses = result.statuses
     return sum(import_score(statuses[gid][0], None if statuses[gid][0] == PartStatus.NEEDS_MANUAL
                             else p.nbgrader_points,
                             p.recheck_points) or 0.0 for gid, p in result.parts.items())
@@ -145,7 +168,7 @@ def _time_text(when: datetime | None) -> str:
 def _result_rows(r: StudentResult, assignment: str) -> list:
     """The grades CSV's rows (dicts, as written) of one student's result, parts in the notebook's
     order."""
-    statuses, rows = r.statuses or settle_statuses(r), []
+    statuses, rows = r.statuses, []
     for gid, p in r.parts.items():
         status, reason = statuses[gid]
         points = None if status == PartStatus.NEEDS_MANUAL else p.nbgrader_points
@@ -268,9 +291,7 @@ def _log_lines(r: StudentResult) -> list:
     note; [] if none."""
     if not (r.failure or r.flags or r.instructor_notes):
         return []
-    status = (PartStatus.FAILED if r.failure else PartStatus.NEEDS_EYES if r.flags
-              else PartStatus.GRADED)
-    return ([f"{printable(r.student)}: {status}"]
+    return ([f"{printable(r.student)}: {r.status}"]
             + [f"  - {_logged(text)}" for text in ([r.failure] if r.failure else r.flags)]
             + [f"  - for you only: {_logged(text)}" for text in r.instructor_notes])
 
