@@ -18,8 +18,8 @@ from ..basics.vocabulary import PartStatus, atomic_write, read_csv_lines
 
 # %% auto #0
 __all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'HELD', 'CSV_FIELDS', 'CLEAN_LOG', 'Part', 'Findings', 'StudentResult', 'part_status',
-           'import_score', 'import_total', 'write_grades_csv', 'read_grades_csv', 'grades_by_student', 'log_entries',
-           'write_grading_log', 'kept_grades']
+           'import_score', 'import_total', 'GradeRow', 'grade_rows', 'write_grades_csv', 'read_grades_csv',
+           'grades_by_student', 'read_grades', 'student_grades', 'log_entries', 'write_grading_log', 'kept_grades']
 
 # %% ../../../nbs/course/grading/grade_table.ipynb #result
 @dataclass(frozen=True)
@@ -164,30 +164,74 @@ CSV_FIELDS = ['student', 'part', 'kind', 'points', 'max_points', 'recheck_points
 def _time_text(when: datetime | None) -> str:
     return '' if when is None else when.isoformat(sep=' ')
 
-# %% ../../../nbs/course/grading/grade_table.ipynb #write-csv
-def _result_rows(r: StudentResult, assignment: str) -> list:
-    """The grades CSV's rows (dicts, as written) of one student's result, parts in the notebook's
-    order."""
-    statuses, rows = r.statuses, []
+# %% ../../../nbs/course/grading/grade_table.ipynb #grade-row
+class GradeRow(NamedTuple):
+    """One row of the grades CSV with real values: one student's part as `tinytorch grade` decided
+    it. `grade_rows` makes them from a record, `read_grades` from the file."""
+    student: str
+    part: str
+    kind: str                     # 'test' or 'answer'
+    points: float | None          # the autograded points; None: a written answer
+    max_points: float
+    recheck_points: float | None  # None: the re-check gave none
+    status: PartStatus
+    reason: str
+    assignment: str
+    score: float | None           # the points to import; None: nothing to import yet
+    timestamp: datetime | None    # the submission's (UTC), repeated on each of its rows
+    seconds_late: float | None
+    late_penalty: float
+
+    def plain(self) -> dict:
+        "The row as text: column -> what a person reads in the grades CSV."
+        return {**self._asdict(), **{c: _points_text(getattr(self, c)) for c in _NUMBERS},
+                'status': str(self.status), 'timestamp': _time_text(self.timestamp)}
+
+    def text(self) -> dict:
+        "The row as the grades CSV holds it: `plain`, a formula-like cell quoted."
+        return csv_row(self.plain())
+
+    @classmethod
+    def from_text(cls, row: dict, where: str) -> GradeRow:
+        """The row `row` of a grades CSV (today's columns, as `read_grades_csv` gives them) with
+        real values; BadInput naming `where` when one isn't."""
+        if row['status'] not in set(PartStatus):
+            raise BadInput(f"{where}: status {row['status']!r} is not one of "
+                           f"{', '.join(PartStatus)}")
+        try:
+            when = datetime.fromisoformat(row['timestamp']) if row['timestamp'] else None
+        except ValueError:
+            raise BadInput(f"{where}: timestamp {row['timestamp']!r} is not a date and time"
+                           ) from None
+        values = {c: _points_value(row[c], where) for c in _NUMBERS}
+        if values['max_points'] is None:
+            raise BadInput(f"{where}: no max_points")
+        return cls(**{**row, **values, 'status': PartStatus(row['status']), 'timestamp': when,
+                      'late_penalty': values['late_penalty'] or 0.0})
+
+# the columns that hold numbers
+_NUMBERS = ('points', 'max_points', 'recheck_points', 'score', 'seconds_late', 'late_penalty')
+
+# %% ../../../nbs/course/grading/grade_table.ipynb #grade-rows
+def grade_rows(r: StudentResult, assignment: str) -> list:
+    "The grades CSV's rows (`GradeRow`s) of one student's record, parts in the notebook's order."
+    rows, statuses = [], r.statuses
     for gid, p in r.parts.items():
         status, reason = statuses[gid]
         points = None if status == PartStatus.NEEDS_MANUAL else p.nbgrader_points
-        rows.append(csv_row({'student': r.student, 'part': gid, 'kind': p.kind,
-                             'points': _points_text(points),
-                             'max_points': _points_text(p.max_points),
-                             'recheck_points': _points_text(p.recheck_points), 'status': status,
-                             'reason': reason, 'assignment': assignment,
-                             'score': _points_text(import_score(status, points, p.recheck_points)),
-                             'timestamp': _time_text(r.timestamp),
-                             'seconds_late': _points_text(r.seconds_late),
-                             'late_penalty': _points_text(r.late_penalty)}))
+        rows.append(GradeRow(r.student, gid, p.kind, points, p.max_points, p.recheck_points,
+                             status, reason, assignment,
+                             import_score(status, points, p.recheck_points), r.timestamp,
+                             r.seconds_late, r.late_penalty))
     return rows
 
+
+# %% ../../../nbs/course/grading/grade_table.ipynb #write-csv
 def write_grades_csv(results: list, path: Path, assignment: str, kept: dict | None = None) -> Path:
     """One row per student and part, students in the order of `results`, parts in the notebook's
     order; written in one step. With `kept` (`kept_grades`: the students of the class not graded
     this time), their rows too, as they were, and every student in order of their id."""
-    entries = ([(r.student, _result_rows(r, assignment)) for r in results]
+    entries = ([(r.student, [row.text() for row in grade_rows(r, assignment)]) for r in results]
                + list((kept or {}).items()))
     if kept:
         entries.sort(key=lambda entry: entry[0])
@@ -260,6 +304,22 @@ def grades_by_student(path: Path) -> dict:
     table = {}
     for row in read_grades_csv(path):
         table.setdefault(row['student'], {})[row['part']] = row
+    return table
+
+# %% ../../../nbs/course/grading/grade_table.ipynb #read-grades
+def read_grades(path) -> list:
+    """The rows of one grades CSV as `GradeRow`s, with real values (`read_grades_csv` reads the
+    file, older layouts included); BadInput naming the file and row when a value isn't one."""
+    return [GradeRow.from_text(row, f"{path} row {number}")
+            for number, row in enumerate(read_grades_csv(path), start=1)]
+
+# %% ../../../nbs/course/grading/grade_table.ipynb #student-grades
+def student_grades(path) -> dict:
+    """student -> {part: `GradeRow`} of the grades CSV that `tinytorch grade` wrote, parts in
+    notebook order: what final grades, shards, exports and the class report read."""
+    table = {}
+    for row in read_grades(path):
+        table.setdefault(row.student, {})[row.part] = row
     return table
 
 # %% ../../../nbs/course/grading/grade_table.ipynb #logged
