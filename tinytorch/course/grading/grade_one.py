@@ -14,8 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..basics.course import Course
-from .grade_table import HIDDEN_FAILED, Findings, StudentResult
-from .feedback import publish_feedback
+from .grade_table import Findings, StudentResult
 from tinytorch.course.grading.gradebook import (
     autograde_command, autograde_error, autograded_path, kernel_start_timed_out, read_copy_grades,
     write_submission_course,
@@ -23,10 +22,10 @@ from tinytorch.course.grading.gradebook import (
 from .grading_inputs import (
     bounded_outputs, empty_parts, for_kernel, own_module_sandbox, repair_submission,
     unran_graded_cells as _unran_graded_cells)   # `course/grading/grading_inputs`
-from .late import LateWork, describe_lateness
+from .late import LateWork
 from ..isolation.limits import Limits
 from ..basics.defaults import CELL_TIMEOUT, WALL_SECONDS
-from ..basics.notebooks import NotebookError, read_nb, read_submission
+from ..basics.notebooks import NotebookError, read_submission
 from .provenance import is_cleared
 from ..checking.recheck import RecheckFailed, recheck_program
 from tinytorch.course.grading.recheck_run import (
@@ -34,11 +33,9 @@ from tinytorch.course.grading.recheck_run import (
 )
 from .review import answer_digests
 from ..isolation.sandbox import Sandbox, run_isolated, was_killed
-from ..basics.untrusted_text import markdown_text
-from ..basics.vocabulary import PartStatus
 
 # %% auto #0
-__all__ = ['GradingSetup', 'grade_one', 'write_feedback']
+__all__ = ['GradingSetup', 'grade_one']
 
 # %% ../../../nbs/course/grading/grade_one.ipynb #setup
 @dataclass
@@ -185,34 +182,3 @@ def grade_one(setup: GradingSetup, student: str, submission_path: Path | None,
         kept.update(failure=str(e), parts={g: replace(p, nbgrader_points=0.0)
                                            for g, p in result.with_findings(*found).parts.items()})
     return result.with_findings(*found, seconds=time.perf_counter() - start, workdir=work, **kept)
-
-# %% ../../../nbs/course/grading/grade_one.ipynb #not-run-note
-def _not_run_note(n: int) -> str:
-    "The feedback page's paragraph on the `n` code cells grading left out; '' when it ran them all."
-    if not n:
-        return ''
-    return (f"\n\n**Not run in grading: {n} code cell{'s' if n > 1 else ''}** of the lesson's "
-            "demonstrations, shown with `In [ ]:` and no output. No graded cell needs them and "
-            "your points come from the tests, so grading leaves them out; run them in your own "
-            "notebook to see what they show.")
-
-# %% ../../../nbs/course/grading/grade_one.ipynb #feedback-page
-def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: set) -> Path | None:
-    """Feedback HTML for one student: a score table, then their autograded notebook; None when it
-    was withheld."""
-    nb = read_nb(result.autograded)
-    rows = ['| part | points | status |', '|---|---|---|']
-    for gid, p in result.parts.items():
-        status, _ = result.statuses[gid]
-        shown = '–' if status == PartStatus.NEEDS_MANUAL else f"{p.nbgrader_points:g}"
-        rows.append(f"| `{gid}` | {shown} / {p.max_points:g} | "
-                    f"{status}{f' ({HIDDEN_FAILED})' if p.hidden_failed else ''} |")
-    header = (f"# Feedback: {markdown_text(assignment)}, "
-              f"{markdown_text(result.student)}\n\n**Autograded: {result.points:g} / "
-              f"{sum(p.max_points for p in result.parts.values() if p.kind == 'test'):g} "
-              "points.** Written answers are graded by your instructor."
-              + (f" Handed in {describe_lateness(result.seconds_late)}: {result.late_penalty:g} "
-                 "point(s) off for "
-                 "lateness." if result.seconds_late else '') + "\n\n" + '\n'.join(rows)
-              + _not_run_note(len(result.not_run)))
-    return publish_feedback(nb, header, dest, hidden)

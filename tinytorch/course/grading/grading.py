@@ -19,7 +19,8 @@ from ..authoring.assignments import secret_lines
 from ..basics.course import Course
 from ..basics.errors import MissingInput
 from ..basics.defaults import CELL_TIMEOUT, WALL_SECONDS
-from .grade_one import GradingSetup, grade_one, write_feedback   # `course/grading/grade_one`
+from .feedback import write_feedback
+from .grade_one import GradingSetup, grade_one   # `course/grading/grade_one`
 from tinytorch.course.grading.grade_table import (
     UNSANDBOXED, Findings, StudentResult, kept_grades, write_grades_csv, write_grading_log,
 )
