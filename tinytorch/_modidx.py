@@ -807,6 +807,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                         'tinytorch/course/basics/vocabulary.py'),
                                                     'tinytorch.course.basics.vocabulary.MarkedLine': ( 'course/basics/vocabulary.html#markedline',
                                                                                                        'tinytorch/course/basics/vocabulary.py'),
+                                                    'tinytorch.course.basics.vocabulary.PartReason': ( 'course/basics/vocabulary.html#partreason',
+                                                                                                       'tinytorch/course/basics/vocabulary.py'),
                                                     'tinytorch.course.basics.vocabulary.PartStatus': ( 'course/basics/vocabulary.html#partstatus',
                                                                                                        'tinytorch/course/basics/vocabulary.py'),
                                                     'tinytorch.course.basics.vocabulary.atomic_write': ( 'course/basics/vocabulary.html#atomic_write',

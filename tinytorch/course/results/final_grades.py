@@ -17,7 +17,7 @@ from ..grading.review import flagged_students
 from ..grading.late import LatePolicy, LateWork
 from ..basics.notebooks import module_number
 from ..basics.untrusted_text import csv_row, printable
-from ..basics.vocabulary import FinalStatus, PartStatus, atomic_write
+from ..basics.vocabulary import FinalStatus, PartReason, PartStatus, atomic_write
 
 # %% auto #0
 __all__ = ['FINAL_COLUMNS', 'CourseNotGraded', 'graded_assignment', 'gradebook_problem', 'final_points', 'final_grades',
@@ -70,25 +70,25 @@ def final_points(row: GradeRow, score: dict | None) -> tuple:
     """(points or None, why) of one part; `row` from the grades CSV, `score` from the gradebook
     (None: absent)."""
     if row.status == PartStatus.FAILED:
-        return 0.0, FinalStatus.FAILED
+        return 0.0, PartReason.FAILED
     if score is None:
-        return None, FinalStatus.TO_GRADE
+        return None, PartReason.TO_GRADE
     if score['manual'] is not None and not 0 <= score['manual'] <= score['max']:
         raise BadInput(f"{row.student}: part {row.part} has score {score['manual']:g}, "
                        f"outside 0 … {score['max']:g}; correct it in the formgrader")
     if gradebook_problem(row, score):
         return (score['manual'] if score['manual'] is not None
-                else _recorded(row)), FinalStatus.DISAGREES
+                else _recorded(row)), PartReason.DISAGREES
     # kept at a re-grade that changed the part: yours, until you look again
     if score['manual'] is not None:
         return (score['manual'] + (score['extra'] or 0),
-                FinalStatus.TO_CONFIRM if score.get('second_look') else FinalStatus.SCORED_BY_YOU)
+                PartReason.TO_CONFIRM if score.get('second_look') else PartReason.SCORED_BY_YOU)
     if row.kind == 'answer':
-        return None, FinalStatus.TO_GRADE
+        return None, PartReason.TO_GRADE
     # the grader's safer score
     if row.status == PartStatus.NEEDS_EYES and _recorded(row) < _recorded(row, 'points'):
-        return _recorded(row), FinalStatus.TO_CONFIRM
-    return score['auto'] or 0.0, FinalStatus.AUTOGRADED
+        return _recorded(row), PartReason.TO_CONFIRM
+    return score['auto'] or 0.0, PartReason.AUTOGRADED
 
 # %% ../../../nbs/course/results/final_grades.ipynb #table
 # New columns go last. `total` is what to import: `raw_total` minus the late policy's
@@ -119,17 +119,17 @@ def _review(by_part: dict, flagged: bool) -> str:
 def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = LatePolicy(),
                flagged: bool = False) -> dict:
     row, totals, problems = {'student': student}, {'test': 0.0, 'answer': 0.0}, []
-    open_parts = {FinalStatus.TO_GRADE: [], FinalStatus.TO_CONFIRM: []}
+    open_parts = {PartReason.TO_GRADE: [], PartReason.TO_CONFIRM: []}
     held = _held_reason(by_part)
     reviewed = held is not None and not flagged          # you looked at the held copy: its 0 stands
     for part, line in by_part.items():
         points, why = final_points(line, scores.get(part))
         if reviewed and points is None:
-            points, why = 0.0, FinalStatus.AUTOGRADED
+            points, why = 0.0, PartReason.AUTOGRADED
         row[part] = '' if points is None else f"{points:g}"
         totals[line.kind] += points or 0
         open_parts.get(why, []).append(part)
-        problems += ([gradebook_problem(line, scores.get(part))] if why == FinalStatus.DISAGREES
+        problems += ([gradebook_problem(line, scores.get(part))] if why == PartReason.DISAGREES
                      else [])
     total = totals['test'] + totals['answer']
     top = sum(line.max_points for line in by_part.values())
@@ -139,7 +139,7 @@ def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = L
                     if line.status == PartStatus.FAILED), None)
     status = (FinalStatus.FAILED if failure else FinalStatus.HELD if held and flagged
               else FinalStatus.DISAGREES if problems
-              else next((k for k, v in open_parts.items() if v), FinalStatus.COMPLETE))
+              else next((FinalStatus(k) for k, v in open_parts.items() if v), FinalStatus.COMPLETE))
     details = [f"{k}: {', '.join(v)}" for k, v in open_parts.items() if v]
     if held:
         details = [held] if flagged else ['held at 0, reviewed'] + details
