@@ -5,7 +5,8 @@ regions in a cell, name a status, replace a file in one step, read a CSV with it
 
 # %% auto #0
 __all__ = ['BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'MARKERS', 'marker_of', 'MarkedLine', 'marked_lines',
-           'closed_regions', 'hidden_line_numbers', 'atomic_write', 'read_csv_lines', 'PartStatus', 'FinalStatus']
+           'closed_regions', 'hidden_line_numbers', 'atomic_write', 'read_csv_lines', 'PartStatus', 'FinalStatus',
+           'PartReason']
 
 # %% ../../../nbs/course/basics/vocabulary.ipynb #imports
 import csv
@@ -109,24 +110,30 @@ class PartStatus(StrEnum):
     "A part's `status` in the grades CSV: what `tinytorch grade` decided about it."
     GRADED = 'graded'                     # nbgrader's points stand
     # something about the submission needs your eyes; the safer score meanwhile
-    FLAGGED = 'flagged'
+    NEEDS_EYES = 'flagged'
     FAILED = 'failed'                     # the submission could not be graded
     NEEDS_MANUAL = 'needs manual grading' # a written answer
 
 # %% ../../../nbs/course/basics/vocabulary.ipynb #final-status
 class FinalStatus(StrEnum):
-    "A student's `status` in the final grades, and why each part's points are what they are."
+    "A student's `status` in the final grades."
     COMPLETE = 'complete'                 # every part has its points: ready to import
-    # a written answer (or a part the gradebook lacks) waits for your score
-    TO_GRADE = 'to grade'
-    # a flagged part holds the safer score (or a part changed since
+    TO_GRADE = 'to grade'                 # a part waits for your score (`PartReason.TO_GRADE`)
+    # a part holds the safer score, or your kept score, until you confirm it
     TO_CONFIRM = 'to confirm'
-                                          # you scored it keeps your score) until you confirm or
-                                          # change it
-    FLAGGED = 'flagged'                   # the gradebook disagrees with what grading recorded
+    DISAGREES = 'flagged'                 # the gradebook disagrees with what grading recorded
     FAILED = 'failed'                     # the submission could not be graded: 0 points
     HELD = 'held'                         # a copy held at 0, still ticked Flagged? for your review
-    # a part's points came from the formgrader (a part's reason only)
-    SCORED_BY_YOU = 'scored by you'
-    # a part's points came from the autograder (a part's reason only)
-    AUTOGRADED = 'autograded'
+
+# %% ../../../nbs/course/basics/vocabulary.ipynb #part-reason
+class PartReason(StrEnum):
+    "Why a part's points in the final grades are what they are (a student's `details` name them)."
+    # a written answer (or a part the gradebook lacks) waits for your score
+    TO_GRADE = 'to grade'
+    # a flagged part holds the safer score (or a part changed since you scored it keeps your
+    # score) until you confirm or change it
+    TO_CONFIRM = 'to confirm'
+    DISAGREES = 'flagged'                 # the gradebook disagrees with what grading recorded
+    FAILED = 'failed'                     # the submission could not be graded: 0 points
+    SCORED_BY_YOU = 'scored by you'       # the formgrader's points
+    AUTOGRADED = 'autograded'             # the autograder's points

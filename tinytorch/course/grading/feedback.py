@@ -12,17 +12,20 @@ import re
 from pathlib import Path
 
 from ..basics.course import Course
+from .grade_table import HIDDEN_FAILED, StudentResult
 from .gradebook import read_gradebook
+from .late import describe_lateness
 from ..authoring.leaks import find_leaks, secret_lines
 from ..basics.notebooks import cell_source, nbgrader_fields, read_nb, strip_hidden_tests
 from ..pages.sanitize import (
     clean_html, page_safe, strip_files_prefix_and_clean, with_confined_content, with_page_policy)
 from ..basics.untrusted_text import markdown_text
+from ..basics.vocabulary import PartStatus
 
 # %% auto #0
 __all__ = ['MARKDOWN_CELL_CHARS', 'MARKDOWN_PAGE_CHARS', 'NO_ALT_TEXT', 'bounded_markdown', 'sanitize_for_feedback',
            'feedback_exporter', 'with_alt_text', 'feedback_html', 'own_page', 'render_feedback', 'publish_feedback',
-           'with_comments', 'regenerate_feedback']
+           'write_feedback', 'with_comments', 'regenerate_feedback']
 
 # %% ../../../nbs/course/grading/feedback.ipynb #bounded-markdown
 MARKDOWN_CELL_CHARS = 5_000       # a longer markdown cell or output is shown as text, not rendered
@@ -160,6 +163,40 @@ def publish_feedback(nb: dict, header: str, dest: Path, hidden: set) -> Path | N
         page.unlink()
         return None
     return page
+
+# %% ../../../nbs/course/grading/feedback.ipynb #not-run-note
+def _not_run_note(n: int) -> str:
+    "The feedback page's paragraph on the `n` code cells grading left out; '' when it ran them all."
+    if not n:
+        return ''
+    return (f"\n\n**Not run in grading: {n} code cell{'s' if n > 1 else ''}** of the lesson's "
+            "demonstrations, shown with `In [ ]:` and no output. No graded cell needs them and "
+            "your points come from the tests, so grading leaves them out; run them in your own "
+            "notebook to see what they show.")
+
+# %% ../../../nbs/course/grading/feedback.ipynb #grading-header
+def _grading_header(result: StudentResult, assignment: str) -> str:
+    "The top of the page `tinytorch grade` writes: the points, lateness, a row per part."
+    rows = ['| part | points | status |', '|---|---|---|']
+    for gid, p in result.parts.items():
+        status, _ = result.statuses[gid]
+        shown = '–' if status == PartStatus.NEEDS_MANUAL else f"{p.nbgrader_points:g}"
+        rows.append(f"| `{gid}` | {shown} / {p.max_points:g} | "
+                    f"{status}{f' ({HIDDEN_FAILED})' if p.hidden_failed else ''} |")
+    return (f"# Feedback: {markdown_text(assignment)}, "
+            f"{markdown_text(result.student)}\n\n**Autograded: {result.points:g} / "
+            f"{sum(p.max_points for p in result.parts.values() if p.kind == 'test'):g} "
+            "points.** Written answers are graded by your instructor."
+            + (f" Handed in {describe_lateness(result.seconds_late)}: {result.late_penalty:g} "
+               "point(s) off for lateness." if result.seconds_late else '') + "\n\n"
+            + '\n'.join(rows) + _not_run_note(len(result.not_run)))
+
+# %% ../../../nbs/course/grading/feedback.ipynb #feedback-page
+def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: set) -> Path | None:
+    """Feedback HTML for one student's record: a score table, then their autograded notebook; None
+    when it was withheld."""
+    return publish_feedback(read_nb(result.autograded), _grading_header(result, assignment), dest,
+                            hidden)
 
 # %% ../../../nbs/course/grading/feedback.ipynb #comment-cell
 def _comment_cell(grade_id: str, text: str) -> dict:

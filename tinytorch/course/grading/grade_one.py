@@ -10,12 +10,11 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..basics.course import Course
-from .grade_table import HIDDEN_FAILED, StudentResult
-from .feedback import publish_feedback
+from .grade_table import Findings, StudentResult
 from tinytorch.course.grading.gradebook import (
     autograde_command, autograde_error, autograded_path, kernel_start_timed_out, read_copy_grades,
     write_submission_course,
@@ -23,22 +22,20 @@ from tinytorch.course.grading.gradebook import (
 from .grading_inputs import (
     bounded_outputs, empty_parts, for_kernel, own_module_sandbox, repair_submission,
     unran_graded_cells as _unran_graded_cells)   # `course/grading/grading_inputs`
-from .late import LateWork, describe_lateness
+from .late import LateWork
 from ..isolation.limits import Limits
 from ..basics.defaults import CELL_TIMEOUT, WALL_SECONDS
-from ..basics.notebooks import NotebookError, read_nb, read_submission
+from ..basics.notebooks import NotebookError, read_submission
 from .provenance import is_cleared
 from ..checking.recheck import RecheckFailed, recheck_program
 from tinytorch.course.grading.recheck_run import (
-    apply_recheck, flag_limit_hits, recheck_submission, stopped_by_limit,
+    limit_hit_flags, recheck_findings, recheck_submission, stopped_by_limit,
 )
 from .review import answer_digests
 from ..isolation.sandbox import Sandbox, run_isolated, was_killed
-from ..basics.untrusted_text import markdown_text
-from ..basics.vocabulary import PartStatus
 
 # %% auto #0
-__all__ = ['GradingSetup', 'grade_one', 'write_feedback']
+__all__ = ['GradingSetup', 'grade_one']
 
 # %% ../../../nbs/course/grading/grade_one.ipynb #setup
 @dataclass
@@ -88,118 +85,100 @@ def _run_autograde(setup: GradingSetup, student: str, submission: dict, copy: Co
                         limits=setup.limits)
 
 # %% ../../../nbs/course/grading/grade_one.ipynb #autograde
+def _stopped(error: BaseException, notes: list) -> BaseException:
+    "`error` carrying the grading log's `notes` on the run so far (`grade_one` keeps them)."
+    error.notes = tuple(notes) + tuple(getattr(error, 'notes', ()))
+    return error
+
 def _autograde(setup: GradingSetup, student: str, submission: dict, folder: Path, uid: int | None,
-               result: StudentResult) -> Path:
-    """Grade `submission` with nbgrader in a course copy in `folder`, isolated; record its points
-    on `result`. A kernel that didn't start in time gets one more run; a failure keeps nbgrader's
-    output in the grading log."""
-    copy = Course(folder)
+               parts: dict) -> tuple:
+    """Grade `submission` with nbgrader in a course copy in `folder`, isolated: (the autograded
+    notebook, `Findings` with nbgrader's points on `parts`). A kernel that didn't start in time gets
+    one more run; a failure keeps nbgrader's output in the grading log (the error's `notes`)."""
+    copy, notes = Course(folder), []
     autograded = autograded_path(copy, setup.assignment, student, setup.notebook.name)
-    for attempt in (1, 2):
-        run = _run_autograde(setup, student, submission, copy, uid)
-        failed = run.returncode != 0 or not autograded.exists()
-        why = stopped_by_limit(run, setup.limits) if failed else None
-        if why:
-            raise RuntimeError(why)
-        if was_killed(run.returncode):
-            raise RuntimeError(f"grading exceeded the {setup.wall_seconds:.0f} s wall-clock limit "
-                               "and was killed")
-        if not (failed and attempt == 1 and kernel_start_timed_out(run.stderr)):
-            break
-        result.instructor_notes.append(
-            "nbgrader's kernel didn't start in time: autograde ran again")
-    if failed:
-        result.instructor_notes.append(f"nbgrader autograde failed (exit {run.returncode}); its "
-                                       "output from its first error on:\n"
-                                       + autograde_error(run.stderr))
-        tail = ([l for l in run.stderr.splitlines() if 'ERROR' in l][-2:]
-                or run.stderr.strip().splitlines()[-1:])
-        raise RuntimeError(f"nbgrader autograde failed (exit {run.returncode}): "
-                           f"{' | '.join(tail)[:300]}")
-    bounded_outputs(autograded)                     # outputs cut before anything reads them
+    try:
+        for attempt in (1, 2):
+            run = _run_autograde(setup, student, submission, copy, uid)
+            failed = run.returncode != 0 or not autograded.exists()
+            why = stopped_by_limit(run, setup.limits) if failed else None
+            if why:
+                raise RuntimeError(why)
+            if was_killed(run.returncode):
+                raise RuntimeError(f"grading exceeded the {setup.wall_seconds:.0f} s wall-clock "
+                                   "limit and was killed")
+            if not (failed and attempt == 1 and kernel_start_timed_out(run.stderr)):
+                break
+            notes.append("nbgrader's kernel didn't start in time: autograde ran again")
+        if failed:
+            notes.append(f"nbgrader autograde failed (exit {run.returncode}); its output from its "
+                         "first error on:\n" + autograde_error(run.stderr))
+            tail = ([l for l in run.stderr.splitlines() if 'ERROR' in l][-2:]
+                    or run.stderr.strip().splitlines()[-1:])
+            raise RuntimeError(f"nbgrader autograde failed (exit {run.returncode}): "
+                               f"{' | '.join(tail)[:300]}")
+        bounded_outputs(autograded)                 # outputs cut before anything reads them
+        return autograded, _nbgrader_findings(setup, student, copy, autograded, parts, run, notes)
+    except Exception as e:
+        raise _stopped(e, notes)
+
+def _nbgrader_findings(setup: GradingSetup, student: str, copy: Course, autograded: Path,
+                       parts: dict, run, notes: list) -> Findings:
+    """What nbgrader's run in the course `copy` found: its points on `parts`, and what it left
+    undone."""
     grades = read_copy_grades(copy.gradebook_file, setup.assignment, student)
-    if set(grades) != set(result.parts):
-        result.flags.append(f"nbgrader graded {sorted(grades)} instead of {sorted(result.parts)}")
-    for gid, g in grades.items():
-        if gid in result.parts:
-            part = result.parts[gid]
-            part.nbgrader_points, part.needs_manual = g['points'] or 0.0, g['needs_manual']
-    flag_limit_hits(autograded, setup.limits, result, run)
+    flags = ([f"nbgrader graded {sorted(grades)} instead of {sorted(parts)}"]
+             if set(grades) != set(parts) else [])
+    graded = {gid: (replace(p, nbgrader_points=grades[gid]['points'] or 0.0,
+                            needs_manual=grades[gid]['needs_manual']) if gid in grades else p)
+              for gid, p in parts.items()}
+    flags += limit_hit_flags(autograded, setup.limits, run)
     unran = _unran_graded_cells(autograded)
-    if unran:
-        result.flags.append(f"graded cells that never ran: {unran}")
-    return autograded
+    flags += [f"graded cells that never ran: {unran}"] if unran else []
+    return Findings(tuple(flags), tuple(notes), graded)
 
 # %% ../../../nbs/course/grading/grade_one.ipynb #one
+def _recheck(setup: GradingSetup, student: str, submission: dict, path: Path, graded,
+             folder: Path, uid: int | None) -> Findings:
+    "What the re-check of `submission` outside the student's kernel finds on `graded`'s parts."
+    tests = [p.grade_id for p in graded.parts.values() if p.kind == 'test']
+    try:
+        verdicts = recheck_submission(submission,
+                                      setup.program or recheck_program(setup.notebook), tests,
+                                      folder, setup.cell_timeout, setup.wall_seconds, uid,
+                                      setup.sandbox, setup.limits)
+    except RecheckFailed as e:
+        return Findings((str(e),), (e.note,) if getattr(e, 'note', None) else ())
+    return recheck_findings(graded, verdicts, is_cleared(setup.cleared, student, path))
+
 def grade_one(setup: GradingSetup, student: str, submission_path: Path | None,
               uid: int | None = None, shown: str | None = None) -> StudentResult:
     """Check, grade (twice) and post-check one student's submission in a private temporary copy (as
     `uid` when given); `shown` is how a reason names the notebook (the path the instructor knows,
-    not the grader's copy)."""
-    start, result = time.perf_counter(), StudentResult(student, sandboxed=setup.sandbox is not None)
-    source = setup.source
-    result.parts = empty_parts(source)
+    not the grader's copy). The record is assembled from what each step found."""
+    start = time.perf_counter()
+    result = StudentResult(student, empty_parts(setup.source), sandboxed=setup.sandbox is not None)
     work = Path(tempfile.mkdtemp(prefix=f'{student}-', dir=setup.work_root))   # mode 700
     if uid is not None:
         os.chown(work, uid, uid)
+    found, kept = [], {}           # each step's findings, and the record's other fields
     try:
         if submission_path is None or not submission_path.exists():
             raise RuntimeError(f"no submission found (expected {setup.notebook.name})")
-        submission, result.flags = repair_submission(_read_submission(submission_path, shown),
-                                                     source)
-        result.answer_digests = answer_digests(submission)
+        submission, repairs = repair_submission(_read_submission(submission_path, shown),
+                                                setup.source)
+        found.append(Findings(tuple(repairs)))
+        kept['answer_digests'] = answer_digests(submission)
         nbgrader_dir, recheck_dir = work / 'nbgrader', work / 'recheck'
         nbgrader_dir.mkdir(); recheck_dir.mkdir()
-        kernel_nb, result.not_run = for_kernel(submission, source)   # demonstrations out
-        result.autograded = _autograde(setup, student, kernel_nb, nbgrader_dir, uid, result)
-        tests = [p.grade_id for p in result.parts.values() if p.kind == 'test']
-        try:
-            verdicts = recheck_submission(submission,
-                                          setup.program or recheck_program(setup.notebook), tests,
-                                          recheck_dir, setup.cell_timeout, setup.wall_seconds, uid,
-                                          setup.sandbox, setup.limits)
-        except RecheckFailed as e:
-            result.flags.append(str(e))
-            result.instructor_notes += [e.note] if getattr(e, 'note', None) else []
-        else:
-            apply_recheck(result, verdicts, is_cleared(setup.cleared, student, submission_path))
-        return result
+        kernel_nb, kept['not_run'] = for_kernel(submission, setup.source)   # demonstrations out
+        kept['autograded'], graded = _autograde(setup, student, kernel_nb, nbgrader_dir, uid,
+                                                result.parts)
+        found.append(graded)
+        found.append(_recheck(setup, student, submission, submission_path,
+                              result.with_findings(*found), recheck_dir, uid))
     except Exception as e:
-        result.failure = str(e)
-        for p in result.parts.values():
-            p.nbgrader_points = 0.0
-        return result
-    finally:
-        result.seconds = time.perf_counter() - start
-        result.workdir = work
-
-# %% ../../../nbs/course/grading/grade_one.ipynb #not-run-note
-def _not_run_note(n: int) -> str:
-    "The feedback page's paragraph on the `n` code cells grading left out; '' when it ran them all."
-    if not n:
-        return ''
-    return (f"\n\n**Not run in grading: {n} code cell{'s' if n > 1 else ''}** of the lesson's "
-            "demonstrations, shown with `In [ ]:` and no output. No graded cell needs them and "
-            "your points come from the tests, so grading leaves them out; run them in your own "
-            "notebook to see what they show.")
-
-# %% ../../../nbs/course/grading/grade_one.ipynb #feedback-page
-def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: set) -> Path | None:
-    """Feedback HTML for one student: a score table, then their autograded notebook; None when it
-    was withheld."""
-    nb = read_nb(result.autograded)
-    rows = ['| part | points | status |', '|---|---|---|']
-    for gid, p in result.parts.items():
-        status, _ = result.statuses[gid]
-        shown = '–' if status == PartStatus.NEEDS_MANUAL else f"{p.nbgrader_points:g}"
-        rows.append(f"| `{gid}` | {shown} / {p.max_points:g} | "
-                    f"{status}{f' ({HIDDEN_FAILED})' if p.hidden_failed else ''} |")
-    header = (f"# Feedback: {markdown_text(assignment)}, "
-              f"{markdown_text(result.student)}\n\n**Autograded: {result.points:g} / "
-              f"{sum(p.max_points for p in result.parts.values() if p.kind == 'test'):g} "
-              "points.** Written answers are graded by your instructor."
-              + (f" Handed in {describe_lateness(result.seconds_late)}: {result.late_penalty:g} "
-                 "point(s) off for "
-                 "lateness." if result.seconds_late else '') + "\n\n" + '\n'.join(rows)
-              + _not_run_note(len(result.not_run)))
-    return publish_feedback(nb, header, dest, hidden)
+        found.append(Findings(notes=getattr(e, 'notes', ())))
+        kept.update(failure=str(e), parts={g: replace(p, nbgrader_points=0.0)
+                                           for g, p in result.with_findings(*found).parts.items()})
+    return result.with_findings(*found, seconds=time.perf_counter() - start, workdir=work, **kept)

@@ -7,21 +7,22 @@ part's status, the score to import, the grades CSV (written and read back) and t
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from ..basics.errors import BadInput, MissingInput
 from ..basics.untrusted_text import csv_row, csv_value, printable
 from ..basics.vocabulary import PartStatus, atomic_write, read_csv_lines
 
 # %% auto #0
-__all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'HELD', 'CSV_FIELDS', 'CLEAN_LOG', 'Part', 'StudentResult', 'part_status',
-           'settle_statuses', 'import_score', 'import_total', 'write_grades_csv', 'read_grades_csv',
-           'grades_by_student', 'log_entries', 'write_grading_log', 'kept_grades']
+__all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'HELD', 'CSV_FIELDS', 'CLEAN_LOG', 'Part', 'Findings', 'StudentResult', 'part_status',
+           'import_score', 'import_total', 'GradeRow', 'grade_rows', 'write_grades_csv', 'read_grades_csv',
+           'grades_by_student', 'read_grades', 'student_grades', 'log_entries', 'write_grading_log', 'kept_grades']
 
 # %% ../../../nbs/course/grading/grade_table.ipynb #result
-@dataclass
+@dataclass(frozen=True)
 class Part:
     "One graded cell of the assignment, and what each grading gave it."
     grade_id: str
@@ -35,19 +36,26 @@ class Part:
     # the visible tests passed, a hidden test (run only in the re-check) did not
     hidden_failed: bool = False
 
+# %% ../../../nbs/course/grading/grade_table.ipynb #findings
+class Findings(NamedTuple):
+    "What one grading step found about a submission: what a `StudentResult` is assembled from."
+    flags: tuple = ()          # for your eyes: each makes the submission `flagged`
+    notes: tuple = ()          # for the grading log only, never shown to a student
+    parts: dict | None = None  # grade_id -> `Part` as the step left them; None: unchanged
+
 # %% ../../../nbs/course/grading/grade_table.ipynb #student-result
-@dataclass
+@dataclass(frozen=True)
 class StudentResult:
+    "One student's graded submission: assembled from each step's `Findings`, never changed after."
     student: str
     parts: dict = field(default_factory=dict)      # grade_id -> Part, in the notebook's order
-    flags: list = field(default_factory=list)
+    flags: tuple = ()
     failure: str | None = None
     seconds: float = 0.0
     autograded: Path | None = None
     feedback: Path | None = None
     workdir: Path | None = None
     sandboxed: bool = True                         # False: graded with --no-sandbox
-    statuses: dict = field(default_factory=dict)   # grade_id -> (status, reason): `settle_statuses`
     # when it was handed in (nbgrader's timestamp.txt), UTC
     timestamp: datetime | None = None
     # after the student's due date; None: no due date or no timestamp
@@ -55,15 +63,38 @@ class StudentResult:
     # points taken off the submission's score for lateness
     late_penalty: float = 0.0
     # the grading log only: never shown to a student
-    instructor_notes: list = field(default_factory=list)
+    instructor_notes: tuple = ()
     answer_digests: dict = field(default_factory=dict)     # grade_id -> digest of what it graded
     # indices of the code cells nbgrader's run left out (`grading_inputs.for_kernel`)
-    not_run: list = field(default_factory=list)
+    not_run: tuple = ()
+
+    def __post_init__(self):                       # lists given are kept as tuples
+        for name in ('flags', 'instructor_notes', 'not_run'):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     @property
     def points(self) -> float: return sum(p.nbgrader_points or 0 for p in self.parts.values())
     @property
     def max_points(self) -> float: return sum(p.max_points for p in self.parts.values())
+    @property
+    def statuses(self) -> dict:
+        "grade_id -> (status, reason) of each part (`part_status`), derived from the record."
+        return {gid: part_status(self, p) for gid, p in self.parts.items()}
+    @property
+    def status(self) -> PartStatus:
+        "The submission's status: failed, flagged (`PartStatus.NEEDS_EYES`) or graded."
+        return (PartStatus.FAILED if self.failure else PartStatus.NEEDS_EYES if self.flags
+                else PartStatus.GRADED)
+
+    def with_findings(self, *found: Findings, **changes) -> StudentResult:
+        """This record with what each step `found` added (flags and notes after its own, the parts
+        as the last step that gave parts left them) and the fields `changes` sets."""
+        changes.setdefault('parts', next((f.parts for f in reversed(found) if f.parts is not None),
+                                         self.parts))
+        return replace(self, flags=self.flags + tuple(t for f in found for t in f.flags),
+                       instructor_notes=self.instructor_notes + tuple(t for f in found
+                                                                      for t in f.notes),
+                       **changes)
 
 # %% ../../../nbs/course/grading/grade_table.ipynb #status
 UNSANDBOXED = 'graded WITHOUT a sandbox (--no-sandbox): student code ran with your rights'
@@ -91,7 +122,7 @@ def part_status(result: StudentResult, part: Part) -> tuple:
         status, reason = PartStatus.NEEDS_MANUAL, 'written answer'
     elif result.flags:
         more = len(result.flags) - 1
-        status, reason = (PartStatus.FLAGGED,
+        status, reason = (PartStatus.NEEDS_EYES,
                           _sentence(result.flags[0])
                           + (f" (and {more} more in the grading log)" if more else ''))
     else:
@@ -100,14 +131,6 @@ def part_status(result: StudentResult, part: Part) -> tuple:
         reason = '; '.join(filter(None, [reason, UNSANDBOXED]))
     return status, reason
 
-# %% ../../../nbs/course/grading/grade_table.ipynb #settle-statuses
-def settle_statuses(result: StudentResult) -> dict:
-    """Decide every part's (status, reason) from what is known about `result` now, and keep it on
-    `result.statuses`: the feedback page, the grades CSV and (through the CSV) shards and final
-    grades all read this one decision."""
-    result.statuses = {gid: part_status(result, p) for gid, p in result.parts.items()}
-    return result.statuses
-
 # %% ../../../nbs/course/grading/grade_table.ipynb #score
 def import_score(status: PartStatus, points: float | None, recheck: float | None) -> float | None:
     """The points to import into a gradebook: nbgrader's for a `graded` part; for a `flagged` one
@@ -115,7 +138,7 @@ def import_score(status: PartStatus, points: float | None, recheck: float | None
     decides; None (nothing to import yet) for `needs manual grading` and `failed`."""
     if status == PartStatus.GRADED:
         return points
-    if status == PartStatus.FLAGGED:
+    if status == PartStatus.NEEDS_EYES:
         return min(points, 0.0 if recheck is None else recheck)
     return None
 
@@ -123,7 +146,7 @@ def import_score(status: PartStatus, points: float | None, recheck: float | None
 def import_total(result: StudentResult) -> float:
     """The submission's points as its `score` column adds up (a part with nothing to import yet
     counts 0)."""
-    statuses = result.statuses or settle_statuses(result)
+    statuses = result.statuses
     return sum(import_score(statuses[gid][0], None if statuses[gid][0] == PartStatus.NEEDS_MANUAL
                             else p.nbgrader_points,
                             p.recheck_points) or 0.0 for gid, p in result.parts.items())
@@ -141,30 +164,74 @@ CSV_FIELDS = ['student', 'part', 'kind', 'points', 'max_points', 'recheck_points
 def _time_text(when: datetime | None) -> str:
     return '' if when is None else when.isoformat(sep=' ')
 
-# %% ../../../nbs/course/grading/grade_table.ipynb #write-csv
-def _result_rows(r: StudentResult, assignment: str) -> list:
-    """The grades CSV's rows (dicts, as written) of one student's result, parts in the notebook's
-    order."""
-    statuses, rows = r.statuses or settle_statuses(r), []
+# %% ../../../nbs/course/grading/grade_table.ipynb #grade-row
+class GradeRow(NamedTuple):
+    """One row of the grades CSV with real values: one student's part as `tinytorch grade` decided
+    it. `grade_rows` makes them from a record, `read_grades` from the file."""
+    student: str
+    part: str
+    kind: str                     # 'test' or 'answer'
+    points: float | None          # the autograded points; None: a written answer
+    max_points: float
+    recheck_points: float | None  # None: the re-check gave none
+    status: PartStatus
+    reason: str
+    assignment: str
+    score: float | None           # the points to import; None: nothing to import yet
+    timestamp: datetime | None    # the submission's (UTC), repeated on each of its rows
+    seconds_late: float | None
+    late_penalty: float
+
+    def plain(self) -> dict:
+        "The row as text: column -> what a person reads in the grades CSV."
+        return {**self._asdict(), **{c: _points_text(getattr(self, c)) for c in _NUMBERS},
+                'status': str(self.status), 'timestamp': _time_text(self.timestamp)}
+
+    def text(self) -> dict:
+        "The row as the grades CSV holds it: `plain`, a formula-like cell quoted."
+        return csv_row(self.plain())
+
+    @classmethod
+    def from_text(cls, row: dict, where: str) -> GradeRow:
+        """The row `row` of a grades CSV (today's columns, as `read_grades_csv` gives them) with
+        real values; BadInput naming `where` when one isn't."""
+        if row['status'] not in set(PartStatus):
+            raise BadInput(f"{where}: status {row['status']!r} is not one of "
+                           f"{', '.join(PartStatus)}")
+        try:
+            when = datetime.fromisoformat(row['timestamp']) if row['timestamp'] else None
+        except ValueError:
+            raise BadInput(f"{where}: timestamp {row['timestamp']!r} is not a date and time"
+                           ) from None
+        values = {c: _points_value(row[c], where) for c in _NUMBERS}
+        if values['max_points'] is None:
+            raise BadInput(f"{where}: no max_points")
+        return cls(**{**row, **values, 'status': PartStatus(row['status']), 'timestamp': when,
+                      'late_penalty': values['late_penalty'] or 0.0})
+
+# the columns that hold numbers
+_NUMBERS = ('points', 'max_points', 'recheck_points', 'score', 'seconds_late', 'late_penalty')
+
+# %% ../../../nbs/course/grading/grade_table.ipynb #grade-rows
+def grade_rows(r: StudentResult, assignment: str) -> list:
+    "The grades CSV's rows (`GradeRow`s) of one student's record, parts in the notebook's order."
+    rows, statuses = [], r.statuses
     for gid, p in r.parts.items():
         status, reason = statuses[gid]
         points = None if status == PartStatus.NEEDS_MANUAL else p.nbgrader_points
-        rows.append(csv_row({'student': r.student, 'part': gid, 'kind': p.kind,
-                             'points': _points_text(points),
-                             'max_points': _points_text(p.max_points),
-                             'recheck_points': _points_text(p.recheck_points), 'status': status,
-                             'reason': reason, 'assignment': assignment,
-                             'score': _points_text(import_score(status, points, p.recheck_points)),
-                             'timestamp': _time_text(r.timestamp),
-                             'seconds_late': _points_text(r.seconds_late),
-                             'late_penalty': _points_text(r.late_penalty)}))
+        rows.append(GradeRow(r.student, gid, p.kind, points, p.max_points, p.recheck_points,
+                             status, reason, assignment,
+                             import_score(status, points, p.recheck_points), r.timestamp,
+                             r.seconds_late, r.late_penalty))
     return rows
 
+
+# %% ../../../nbs/course/grading/grade_table.ipynb #write-csv
 def write_grades_csv(results: list, path: Path, assignment: str, kept: dict | None = None) -> Path:
     """One row per student and part, students in the order of `results`, parts in the notebook's
     order; written in one step. With `kept` (`kept_grades`: the students of the class not graded
     this time), their rows too, as they were, and every student in order of their id."""
-    entries = ([(r.student, _result_rows(r, assignment)) for r in results]
+    entries = ([(r.student, [row.text() for row in grade_rows(r, assignment)]) for r in results]
                + list((kept or {}).items()))
     if kept:
         entries.sort(key=lambda entry: entry[0])
@@ -239,6 +306,22 @@ def grades_by_student(path: Path) -> dict:
         table.setdefault(row['student'], {})[row['part']] = row
     return table
 
+# %% ../../../nbs/course/grading/grade_table.ipynb #read-grades
+def read_grades(path) -> list:
+    """The rows of one grades CSV as `GradeRow`s, with real values (`read_grades_csv` reads the
+    file, older layouts included); BadInput naming the file and row when a value isn't one."""
+    return [GradeRow.from_text(row, f"{path} row {number}")
+            for number, row in enumerate(read_grades_csv(path), start=1)]
+
+# %% ../../../nbs/course/grading/grade_table.ipynb #student-grades
+def student_grades(path) -> dict:
+    """student -> {part: `GradeRow`} of the grades CSV that `tinytorch grade` wrote, parts in
+    notebook order: what final grades, shards, exports and the class report read."""
+    table = {}
+    for row in read_grades(path):
+        table.setdefault(row.student, {})[row.part] = row
+    return table
+
 # %% ../../../nbs/course/grading/grade_table.ipynb #logged
 def _logged(text) -> str:
     """`text` for the log: control characters escaped, each further line indented (it can't pass for
@@ -268,9 +351,7 @@ def _log_lines(r: StudentResult) -> list:
     note; [] if none."""
     if not (r.failure or r.flags or r.instructor_notes):
         return []
-    status = (PartStatus.FAILED if r.failure else PartStatus.FLAGGED if r.flags
-              else PartStatus.GRADED)
-    return ([f"{printable(r.student)}: {status}"]
+    return ([f"{printable(r.student)}: {r.status}"]
             + [f"  - {_logged(text)}" for text in ([r.failure] if r.failure else r.flags)]
             + [f"  - for you only: {_logged(text)}" for text in r.instructor_notes])
 

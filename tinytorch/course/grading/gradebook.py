@@ -19,7 +19,7 @@ from pathlib import Path
 from ..authoring.assignments import generate_assignment, write_course
 from ..basics.course import Course, open_gradebook
 from ..basics.generation_cache import generation_key
-from .grade_table import Part, StudentResult, import_score, settle_statuses
+from .grade_table import Findings, Part, StudentResult, import_score
 from ..basics.notebooks import cell_source, read_nb, strip_hidden_tests, write_nb, writes_nb
 from tinytorch.course.grading.review import (
     _graded_answers, _kept_notes, _manual_work, _record_graded_answers, _restore_manual_work,
@@ -183,7 +183,7 @@ def gradebook_auto_score(status: PartStatus, part: Part) -> float | None:
     """The autograded score the master gradebook holds for `part` of `status`: the grades CSV's
     `score` (the safer of nbgrader's and the re-check's) when it is flagged, nbgrader's
     otherwise."""
-    if status == PartStatus.FLAGGED:
+    if status == PartStatus.NEEDS_EYES:
         return import_score(status, part.nbgrader_points or 0.0, part.recheck_points)
     return part.nbgrader_points
 
@@ -197,7 +197,7 @@ def merge_into_gradebook(course: Course, assignment: str, result: StudentResult,
     timestamp; `late` (a `LateWork`) adds the due date, the student's extension and each notebook's
     late penalty. Returns the grading log's notes on your kept work."""
     from nbgrader.api import MissingEntry
-    statuses = result.statuses or settle_statuses(result)
+    statuses = result.statuses
     record = _graded_answers(course, assignment)
     before = record['parts'].get(result.student, {})
     look_again = record['look_again'].get(result.student, [])
@@ -254,12 +254,14 @@ class GradebookGuard:
         os.chmod(self.backup, 0o600)
         self.digest = self._digest()
 
-    def check(self, result: StudentResult):
-        "Restore the master gradebook if it changed while `result` (or a parallel job) was graded."
-        if self._digest() != self.digest:
-            shutil.copy(self.backup, self.db)
-            result.flags.append('the master gradebook changed while this submission was graded '
-                                '(or one graded in parallel); restored from the last good copy')
+    def check(self) -> Findings:
+        """Restore the master gradebook if it changed while a submission (or one in a parallel job)
+        was graded: what that submission's record then says."""
+        if self._digest() == self.digest:
+            return Findings()
+        shutil.copy(self.backup, self.db)
+        return Findings(('the master gradebook changed while this submission was graded (or one '
+                         'graded in parallel); restored from the last good copy',))
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #read-master
 def read_gradebook(course: Course, assignment: str) -> dict:

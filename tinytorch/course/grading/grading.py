@@ -12,15 +12,17 @@ import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 from ..authoring.assignments import secret_lines
 from ..basics.course import Course
 from ..basics.errors import MissingInput
 from ..basics.defaults import CELL_TIMEOUT, WALL_SECONDS
-from .grade_one import GradingSetup, grade_one, write_feedback   # `course/grading/grade_one`
+from .feedback import write_feedback
+from .grade_one import GradingSetup, grade_one   # `course/grading/grade_one`
 from tinytorch.course.grading.grade_table import (
-    UNSANDBOXED, StudentResult, kept_grades, settle_statuses, write_grades_csv, write_grading_log,
+    UNSANDBOXED, Findings, StudentResult, kept_grades, write_grades_csv, write_grading_log,
 )
 from tinytorch.course.grading.gradebook import (
     GradebookGuard, create_gradebooks, merge_into_gradebook, your_work_lines,
@@ -29,7 +31,7 @@ from tinytorch.course.grading.grading_inputs import (
     empty_parts, exported_module, failed_alone, grading_package,
     held_submission as _held)   # `course/grading/grading_inputs`
 from tinytorch.course.grading.late import (
-    LateWork, describe_lateness, log_late_work, record_lateness, untimed_note,
+    LateWork, describe_lateness, lateness, log_late_work, untimed_note,
 )
 from ..isolation.limits import Limits, describe_limits, enforced, usable_jobs
 from ..basics.notebooks import find_notebook, read_nb
@@ -43,9 +45,10 @@ from tinytorch.course.grading.submissions import (
     snapshot_submissions, with_receipts,
 )
 from ..basics.untrusted_text import printable
+from ..basics.vocabulary import PartStatus
 
 # %% auto #0
-__all__ = ['set_up_grading', 'grade']
+__all__ = ['RUN_LOG_WORDS', 'set_up_grading', 'grade']
 
 # %% ../../../nbs/course/grading/grading.ipynb #prepare
 def set_up_grading(module, nbs_dir, course: Course, level: str,
@@ -72,32 +75,36 @@ def set_up_grading(module, nbs_dir, course: Course, level: str,
                         cell_timeout, wall_seconds, box, program=recheck_program(frozen))
 
 # %% ../../../nbs/course/grading/grading.ipynb #collect
-def _publish(setup: GradingSetup, course: Course, result: StudentResult, hidden: set, found=None):
-    """Copy the autograded notebook into the master course, write feedback free of `hidden` lines
-    (with the collected submission's timestamp.txt and submission_secret.txt, as `nbgrader
-    release_feedback` needs), drop the work folder."""
-    if result.autograded is not None and result.autograded.exists():
-        dest = course.autograded(result.student, setup.assignment) / result.autograded.name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(result.autograded, dest)
-        os.chmod(dest, 0o644)
-        result.autograded = dest
-        feedback_dir = course.feedback(result.student, setup.assignment)
-        page = write_feedback(result, setup.assignment,
-                              feedback_dir / f"{setup.notebook.stem}.html", hidden)
-        if page is None:
-            result.flags.append('feedback withheld: it contained hidden-test lines')
-            settle_statuses(result)                    # the new flag changes the parts' status
-        else:
-            result.feedback = page
-            for name in EXCHANGE_FILES if found is not None and found.folder is not None else ():
-                if (found.folder / name).is_file():
-                    shutil.copy(found.folder / name, page.parent / name)
-    else:
-        result.autograded = None
+def _published(setup: GradingSetup, course: Course, result: StudentResult, hidden: set,
+               found=None) -> StudentResult:
+    """`result` with its autograded notebook copied into the master course and its feedback page,
+    free of `hidden` lines, written beside it (with the collected submission's timestamp.txt and
+    submission_secret.txt, as `nbgrader release_feedback` needs); a withheld page is flagged."""
+    if result.autograded is None or not result.autograded.exists():
+        return replace(result, autograded=None)
+    dest = course.autograded(result.student, setup.assignment) / result.autograded.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(result.autograded, dest)
+    os.chmod(dest, 0o644)
+    result = replace(result, autograded=dest)
+    feedback_dir = course.feedback(result.student, setup.assignment)
+    page = write_feedback(result, setup.assignment, feedback_dir / f"{setup.notebook.stem}.html",
+                          hidden)
+    if page is None:
+        return result.with_findings(
+            Findings(('feedback withheld: it contained hidden-test lines',)))
+    for name in EXCHANGE_FILES if found is not None and found.folder is not None else ():
+        if (found.folder / name).is_file():
+            shutil.copy(found.folder / name, page.parent / name)
+    return replace(result, feedback=page)
+
+def _publish(setup: GradingSetup, course: Course, result: StudentResult, hidden: set,
+             found=None) -> StudentResult:
+    "`_published`, then the work folder dropped: the record as the course keeps it."
+    published = _published(setup, course, result, hidden, found)
     if result.workdir is not None:
         shutil.rmtree(result.workdir, ignore_errors=True)
-        result.workdir = None
+    return replace(published, workdir=None)
 
 # %% ../../../nbs/course/grading/grading.ipynb #grade-all
 def _isolation_text(level: str) -> str:
@@ -111,14 +118,17 @@ def _isolation_text(level: str) -> str:
             'none': f"NONE: {UNSANDBOXED}; every row of the grades CSV says so"}[level]
 
 # %% ../../../nbs/course/grading/grading.ipynb #result-line
+# how the run's log spells a submission's status
+RUN_LOG_WORDS = {PartStatus.FAILED: 'FAILED', PartStatus.NEEDS_EYES: 'FLAGGED',
+                 PartStatus.GRADED: 'ok'}
+
 def _result_line(r: StudentResult) -> str:
     """One student's line in the run's log; what the student chose (a folder name, a message) with
     its controls escaped."""
-    status = 'FAILED' if r.failure else ('FLAGGED' if r.flags else 'ok')
     late = (f"  {describe_lateness(r.seconds_late)}, {r.late_penalty:g} point(s) off"
             if r.seconds_late else '')
-    return (f"  {printable(r.student):<20} {r.points:6g}/{r.max_points:<6g} {status:<8} "
-            f"{r.seconds:5.1f} s{late}"
+    return (f"  {printable(r.student):<20} {r.points:6g}/{r.max_points:<6g} "
+            f"{RUN_LOG_WORDS[r.status]:<8} {r.seconds:5.1f} s{late}"
             + (f"  {printable(r.failure or '; '.join(r.flags))}" if (r.failure or r.flags) else ''))
 
 # %% ../../../nbs/course/grading/grading.ipynb #grade-all-run
@@ -164,16 +174,15 @@ def _grade_in_slots(setup: GradingSetup, subs: list, course: Course, uids: list,
     progress = Progress(len(subs), log)
     with ThreadPoolExecutor(max_workers=len(uids)) as pool:
         for found, r in zip(subs, pool.map(work, subs)):
-            guard.check(r)
+            r = r.with_findings(guard.check())
             try:
                 if not r.failure:
-                    r.flags.extend(found.notes)
-                    record_lateness(setup.late, found, r)
-                settle_statuses(r)
-                _publish(setup, course, r, hidden, found)
+                    r = r.with_findings(Findings(tuple(found.notes)))
+                    r = lateness(setup.late, found, r).on(r)
+                r = _publish(setup, course, r, hidden, found)
                 if STUDENT_ID.match(r.student):
-                    r.instructor_notes += merge_into_gradebook(course, setup.assignment, r,
-                                                               setup.late)
+                    r = r.with_findings(Findings(notes=tuple(merge_into_gradebook(
+                        course, setup.assignment, r, setup.late))))
             except Exception as e:                   # recording failed: it fails alone, unpublished
                 r = failed_alone(setup, r.student, e, r.workdir)
             guard.accept()

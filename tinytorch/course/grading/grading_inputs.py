@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..authoring.assignments import graded_parts
 from ..basics.errors import BadInput
-from .grade_table import HELD, Part, StudentResult, settle_statuses
+from .grade_table import HELD, Findings, Part, StudentResult
 from tinytorch.course.basics.notebooks import (
     NotebookError, cell_source, default_exp, read_nb, read_submission, write_nb,
 )
@@ -108,19 +108,19 @@ def held_submission(setup, found) -> StudentResult | None:
         return None                                      # grade_one says why it can't be read
     if not reasons or setup.cleared.get(found.student) == notebook_digest(data):
         return None
-    flags = [f"{HELD} {why}" for why in reasons]
-    flags.append(f"after looking at {found.shown}, `tinytorch grade ... --clear {found.student}` "
-                 "grades it as usual")
-    result = StudentResult(found.student, empty_parts(setup.source), flags=flags,
+    result = StudentResult(found.student, empty_parts(setup.source),
+                           flags=[f"{HELD} {why}" for why in reasons]
+                                 + [f"after looking at {found.shown}, `tinytorch grade ... --clear "
+                                    f"{found.student}` grades it as usual"],
                            sandboxed=setup.sandbox is not None)
     try:
         shown = as_handed_in(nb, setup.source)
     except (KeyError, TypeError, AttributeError, ValueError):
-        result.flags.append(f"{found.shown} can't be shown in the formgrader: open it as handed in")
-        return result
-    result.workdir = Path(tempfile.mkdtemp(prefix=f'{found.student}-', dir=setup.work_root))
-    result.autograded = write_nb(shown, result.workdir / setup.notebook.name)
-    return result
+        return result.with_findings(Findings((f"{found.shown} can't be shown in the formgrader: "
+                                              "open it as handed in",)))
+    workdir = Path(tempfile.mkdtemp(prefix=f'{found.student}-', dir=setup.work_root))
+    return replace(result, workdir=workdir,
+                   autograded=write_nb(shown, workdir / setup.notebook.name))
 
 # %% ../../../nbs/course/grading/grading_inputs.ipynb #parts
 def empty_parts(source: dict) -> dict:
@@ -137,11 +137,9 @@ def failed_alone(setup, student: str, error: BaseException,
     if workdir is not None:
         shutil.rmtree(workdir, ignore_errors=True)
     said = (str(error).strip().splitlines() or [''])[0][:200]
-    result = StudentResult(student, empty_parts(setup.source), sandboxed=setup.sandbox is not None,
-                           failure=f"grading stopped on this submission: {type(error).__name__}"
-                                   + (f": {said}" if said else ''))
-    settle_statuses(result)
-    return result
+    return StudentResult(student, empty_parts(setup.source), sandboxed=setup.sandbox is not None,
+                         failure=f"grading stopped on this submission: {type(error).__name__}"
+                                 + (f": {said}" if said else ''))
 
 # %% ../../../nbs/course/grading/grading_inputs.ipynb #graded-size
 GRADED_MIB = 32     # a graded notebook larger than this is neither read, stored nor shown

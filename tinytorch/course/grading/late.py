@@ -13,16 +13,17 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 from ..basics.course import Course
 from ..basics.errors import BadInput, MissingInput
-from .grade_table import import_total, settle_statuses
+from .grade_table import Findings, import_total
 from ..basics.untrusted_text import printable
 from ..basics.vocabulary import read_csv_lines
 
 # %% auto #0
 __all__ = ['parse_time', 'read_timestamp', 'LatePenalty', 'LatePolicy', 'parse_late_policy', 'read_extensions', 'LateWork',
-           'describe_lateness', 'record_lateness', 'untimed_note', 'log_late_work']
+           'describe_lateness', 'Lateness', 'lateness', 'untimed_note', 'log_late_work']
 
 # %% ../../../nbs/course/grading/late.ipynb #zone
 _TIME = re.compile(r'^(\d{4}-\d{2}-\d{2})[T ](\d{1,2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)\s*(.*)$')
@@ -288,27 +289,41 @@ def describe_lateness(seconds_late: float | None) -> str:
 # seconds timestamp.txt may come before the receipt: nbgrader writes it, then copies the files
 _STAMP_TOLERANCE = 120
 
+# %% ../../../nbs/course/grading/late.ipynb #lateness
+class Lateness(NamedTuple):
+    "When a submission was handed in, what its lateness costs, and what about its time is flagged."
+    timestamp: datetime | None
+    seconds_late: float | None
+    late_penalty: float
+    flags: tuple = ()
+
+    def on(self, result):
+        "`result` (a `StudentResult`) with this lateness: its time, seconds late, penalty, flags."
+        return result.with_findings(Findings(self.flags), timestamp=self.timestamp,
+                                    seconds_late=self.seconds_late, late_penalty=self.late_penalty)
+
+
 # %% ../../../nbs/course/grading/late.ipynb #late-record
-def record_lateness(late: LateWork, found, result):
+def lateness(late: LateWork, found, result) -> Lateness:
     """`found`'s time (a `Found` of `course/grading/submissions`: the exchange's receipt when
-    there is one, else timestamp.txt), seconds late and late penalty on `result` (a
+    there is one, else timestamp.txt), seconds late and late penalty on the score of `result` (a
     `StudentResult`); a time that is needed and can't be had, or a timestamp.txt before the
     receipt, is flagged; a plain folder has none to read (`untimed_note` says so once)."""
-    folder = found.folder
+    folder, flags = found.folder, ()
     stamp, problem = (read_timestamp(folder, found.shown.rsplit('/', 1)[0]) if folder is not None
                       else (None, None))
-    when = result.timestamp = found.received or stamp
+    when = found.received or stamp
     if found.received is not None:
         if stamp is not None and (found.received - stamp).total_seconds() > _STAMP_TOLERANCE:
-            result.flags.append(f"timestamp.txt says {stamp:%Y-%m-%d %H:%M:%S} UTC, but the "
-                                "exchange received the submission at "
-                                f"{found.received:%Y-%m-%d %H:%M:%S} UTC: lateness counts from "
-                                "the exchange's time")
+            flags = (f"timestamp.txt says {stamp:%Y-%m-%d %H:%M:%S} UTC, but the exchange "
+                     f"received the submission at {found.received:%Y-%m-%d %H:%M:%S} UTC: "
+                     "lateness counts from the exchange's time",)
     elif problem and (late.due is not None or not problem.endswith('is missing')):
-        result.flags.append(f"{problem}: lateness unknown, no late penalty applied")
-    result.seconds_late = late.seconds_late(result.student, when)
-    settle_statuses(result)
-    result.late_penalty = late.policy.penalty(import_total(result), result.seconds_late)
+        flags = (f"{problem}: lateness unknown, no late penalty applied",)
+    seconds_late = late.seconds_late(result.student, when)
+    # the score as the grades CSV adds it up, this step's flags included
+    score = import_total(result.with_findings(Findings(flags)))
+    return Lateness(when, seconds_late, late.policy.penalty(score, seconds_late), flags)
 
 # %% ../../../nbs/course/grading/late.ipynb #late-untimed
 def untimed_note(late: LateWork, subs: list) -> str | None:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
-from .grade_table import StudentResult
+from .grade_table import Findings, StudentResult
 from ..isolation.limits import Limits, describe_usage, limit_hits, limit_kind, limit_reason
 from ..basics.notebooks import read_nb
 from ..checking.recheck import RecheckFailed, RecheckResult, new_token
@@ -21,8 +21,8 @@ from ..isolation.limits import Usage
 from ..isolation.sandbox import Sandbox
 
 # %% auto #0
-__all__ = ['NOT_IMPORTED', 'exported_source', 'judged_verdicts', 'recheck_submission', 'apply_recheck', 'stopped_by_limit',
-           'flag_limit_hits']
+__all__ = ['NOT_IMPORTED', 'exported_source', 'judged_verdicts', 'recheck_submission', 'recheck_findings', 'stopped_by_limit',
+           'limit_hit_flags']
 
 # %% ../../../nbs/course/grading/recheck_run.ipynb #second
 def exported_source(nb: dict) -> str:
@@ -125,51 +125,52 @@ def recheck_submission(submission: dict, program: dict, test_parts: list, workdi
 NOT_IMPORTED = "the student's exported code does not import outside the notebook"
 
 # %% ../../../nbs/course/grading/recheck_run.ipynb #checks-recheck
-def apply_recheck(result: StudentResult, verdicts: RecheckResult, cleared: bool = False):
-    """Record the judge's points on each code part, and make them its points: a part whose visible
-    tests passed in nbgrader and whose hidden test failed in the judge is marked `hidden_failed`;
-    any other disagreement with nbgrader is flagged. The re-check's own texts go to the instructor's
-    notes only. An export that does not import scores 0 and is flagged, unless you `cleared` this
-    notebook: then nbgrader's points stand."""
-    tests = [p for p in result.parts.values() if p.kind == 'test']
-    for part in tests:
-        part.recheck_points = part.max_points if verdicts.passed(part.grade_id) else 0.0
+def _not_imported(result: StudentResult, verdicts: RecheckResult, judged: dict,
+                  cleared: bool) -> Findings:
+    "What an export that does not import does to `result` (`judged`: its code parts at 0)."
+    said = verdicts.import_error if verdicts.said_by_grader else verdicts.import_words
+    said = f" ({said})" if said else ''
+    notes = ([] if verdicts.said_by_grader
+             else [f"the re-check could not import the export: {verdicts.import_error}"])
+    if cleared:
+        return Findings((), (*notes, f"cleared by you: {NOT_IMPORTED}{said}; nbgrader's points "
+                                     "stand (the notebook's own tests: the hidden tests could not "
+                                     "run)"),
+                        {**result.parts, **{g: replace(p, recheck_points=None)
+                                            for g, p in judged.items()}})
+    return Findings((f"{NOT_IMPORTED}{said}; the re-check scores it 0",
+                     f"after looking at the notebook, `tinytorch grade ... --clear "
+                     f"{result.student}` counts nbgrader's points for its code parts instead"),
+                    tuple(notes), {**result.parts, **judged})
+
+def recheck_findings(result: StudentResult, verdicts: RecheckResult,
+                     cleared: bool = False) -> Findings:
+    """What the judge's `verdicts` find on `result`'s code parts: the judge's points, which become
+    their points; a part whose visible tests passed in nbgrader and whose hidden test failed in the
+    judge is marked `hidden_failed`; any other disagreement with nbgrader is flagged. The re-check's
+    own texts are notes for the instructor only. An export that does not import scores 0 and is
+    flagged, unless you `cleared` this notebook: then nbgrader's points stand."""
+    judged = {g: replace(p, recheck_points=p.max_points if verdicts.passed(g) else 0.0)
+              for g, p in result.parts.items() if p.kind == 'test'}
     if verdicts.import_error:
-        said = verdicts.import_error if verdicts.said_by_grader else verdicts.import_words
-        said = f" ({said})" if said else ''
-        if not verdicts.said_by_grader:
-            result.instructor_notes.append(
-                f"the re-check could not import the export: {verdicts.import_error}")
-        if cleared:
-            for part in tests:
-                part.recheck_points = None
-            result.instructor_notes.append(
-                f"cleared by you: {NOT_IMPORTED}{said}; nbgrader's points stand "
-                "(the notebook's own tests: the hidden tests could not run)")
-            return
-        result.flags.append(f"{NOT_IMPORTED}{said}; the re-check scores it 0")
-        result.flags.append(f"after looking at the notebook, `tinytorch grade ... --clear "
-                            f"{result.student}` counts nbgrader's points for its code parts "
-                            "instead")
-        return
+        return _not_imported(result, verdicts, judged, cleared)
     if verdicts.tampered:
-        result.flags.append("the re-check reported a check built to fail as passed: the "
-                            "submission's code tampers with the tests; its points are held at 0")
-        for part in tests:
-            part.recheck_points = 0.0
-        return
-    for part in tests:
-        if verdicts.failed_in_hidden(part.grade_id) and part.nbgrader_points == part.max_points:
-            part.hidden_failed, part.nbgrader_points = True, 0.0
-        if not verdicts.passed(part.grade_id):
-            result.instructor_notes.append(
-                f"{part.grade_id}: the re-check said {verdicts.errors[part.grade_id]}")
-    disagree = [p.grade_id for p in tests if p.recheck_points != p.nbgrader_points]
-    if disagree:
-        result.flags.append(
-            f"the re-check outside the student's kernel disagrees with nbgrader on {disagree}")
-    for part in tests:                # every code part's points are the judge's
-        part.nbgrader_points = part.recheck_points
+        return Findings(("the re-check reported a check built to fail as passed: the submission's "
+                         "code tampers with the tests; its points are held at 0",),
+                        (), {**result.parts, **{g: replace(p, recheck_points=0.0)
+                                                for g, p in judged.items()}})
+    judged = {g: (replace(p, hidden_failed=True, nbgrader_points=0.0)
+                  if verdicts.failed_in_hidden(g) and p.nbgrader_points == p.max_points else p)
+              for g, p in judged.items()}
+    notes = tuple(f"{g}: the re-check said {verdicts.errors[g]}" for g in judged
+                  if not verdicts.passed(g))
+    disagree = [g for g, p in judged.items() if p.recheck_points != p.nbgrader_points]
+    flags = ((f"the re-check outside the student's kernel disagrees with nbgrader on {disagree}",)
+             if disagree else ())
+    # every code part's points are the judge's
+    return Findings(flags, notes, {**result.parts,
+                                   **{g: replace(p, nbgrader_points=p.recheck_points)
+                                      for g, p in judged.items()}})
 
 # %% ../../../nbs/course/grading/recheck_run.ipynb #usage-note
 def _usage_note(run) -> str:
@@ -189,14 +190,12 @@ def stopped_by_limit(run, limits: Limits) -> str | None:
     return limit_reason(kind, limits) + _usage_note(run) if kind and getattr(limits, kind) else None
 
 # %% ../../../nbs/course/grading/recheck_run.ipynb #flag-limit-hits
-def flag_limit_hits(autograded: Path, limits: Limits, result: StudentResult, run):
-    """Flag the first cell of the graded notebook whose error each limit raised (the kernel lived
-    on).
-    """
+def limit_hit_flags(autograded: Path, limits: Limits, run) -> list:
+    """The flags on the graded notebook's cells whose error a limit raised (the kernel lived on):
+    the first such cell of each limit."""
     hits = [(kind, cell) for kind, cell in limit_hits(read_nb(autograded)) if getattr(limits, kind)]
     firsts = {kind: cell for kind, cell in reversed(hits)}
-    for kind, cell in firsts.items():
-        more = sum(k == kind for k, _ in hits) - 1
-        result.flags.append(limit_reason(kind, limits, cell)
-                            + (f" ({more} later cell(s) too)" if more else '')
-                            + _usage_note(run))
+    more = {kind: sum(k == kind for k, _ in hits) - 1 for kind in firsts}
+    return [limit_reason(kind, limits, cell)
+            + (f" ({more[kind]} later cell(s) too)" if more[kind] else '') + _usage_note(run)
+            for kind, cell in firsts.items()]

@@ -17,8 +17,8 @@ from pathlib import Path
 from ..basics.course import Course
 from ..basics.errors import BadInput
 from ..basics.generation_cache import files_under
-from .grade_table import CLEAN_LOG, CSV_FIELDS, log_entries, read_grades_csv
-from ..basics.untrusted_text import csv_row
+from .grade_table import (
+    CLEAN_LOG, CSV_FIELDS, log_entries, read_grades, read_grades_csv)
 from .gradebook import copy_submissions, gradebook_students
 from .review import merge_graded_answers
 from ..basics.vocabulary import PartStatus, atomic_write
@@ -72,35 +72,35 @@ def _grouped(inputs: list) -> dict:
     "student -> (input, rows), refusing whatever can't come from one class's single run."
     students, seen = {}, {}
     for path in inputs:
-        for row in read_grades_csv(path):
-            s = row['student']
+        for row in read_grades(path):
+            s = row.student
             if s in students and students[s][0] != path:
                 raise BadInput(f"student {s!r} is in both {students[s][0]} and {path}: each "
                                "student must be graded by exactly one shard (was a shard run "
                                "twice, or with another N?)")
             students.setdefault(s, (path, []))[1].append(row)
-            _same(seen, 'assignment', row['assignment'], path, lambda a, wa, b, wb:
+            _same(seen, 'assignment', row.assignment, path, lambda a, wa, b, wb:
                   f"{wa} grades assignment {a!r} but {wb} grades {b!r}: shards of different "
                   "assignments can't be merged")
-            _same(seen, ('max', row['part']), row['max_points'], path, lambda a, wa, b, wb:
-                  f"part {row['part']!r} is worth {a} points in {wa} but {b} in {wb}: graded from "
-                  "different notebooks")
+            _same(seen, ('max', row.part), row.max_points, path, lambda a, wa, b, wb:
+                  f"part {row.part!r} is worth {a:g} points in {wa} but {b:g} in {wb}: graded "
+                  "from different notebooks")
     for s, (path, rows) in students.items():
-        _same(seen, 'parts', [r['part'] for r in rows], f"student {s!r} in {path}",
+        _same(seen, 'parts', [r.part for r in rows], f"student {s!r} in {path}",
               lambda a, wa, b, wb:
               f"{wa} was graded on parts {a} but {wb} on {b}: graded from different notebooks")
     return students
 
 # %% ../../../nbs/course/grading/shards.ipynb #write-rows
 def _write_rows(path: Path, rows: list):
-    """The grades CSV of `rows` at `path`: written to a temporary file beside it, renamed into place
-    at the end."""
+    """The grades CSV of `rows` (`GradeRow`s) at `path`: written to a temporary file beside it,
+    renamed into place at the end."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_write(path, newline='', permissions=0o644) as f:
             writer = csv.DictWriter(f, CSV_FIELDS)
             writer.writeheader()
-            writer.writerows(csv_row(row) for row in rows)
+            writer.writerows(row.text() for row in rows)
     except OSError as e:
         raise BadInput(f"{path}: can't write the merged grades ({type(e).__name__}: {e})") from None
 
@@ -124,8 +124,8 @@ def merge_grade_csvs(out, inputs, course=None) -> dict:
     if course is not None:
         course = merge_courses(Course.of(course), inputs, rows)
     _write_rows(out, rows)
-    attention = sorted({r['student'] for r in rows
-                        if r['status'] in (PartStatus.FAILED, PartStatus.FLAGGED)})
+    attention = sorted({r.student for r in rows
+                        if r.status in (PartStatus.FAILED, PartStatus.NEEDS_EYES)})
     return {'path': out, 'students': len(students), 'shards': len(inputs), 'rows': len(rows),
             'empty_shards': sum(1 for p in inputs
                                 if p not in {path for path, _ in students.values()}),
@@ -151,9 +151,8 @@ def _graded_in(csv_path: Path) -> set:
     """The students of a grades CSV who have a gradebook entry: all but those whose every part
     failed ungraded."""
     failed = {}
-    for row in read_grades_csv(csv_path):
-        failed[row['student']] = (failed.get(row['student'], True)
-                                  and row['status'] == PartStatus.FAILED)
+    for row in read_grades(csv_path):
+        failed[row.student] = failed.get(row.student, True) and row.status == PartStatus.FAILED
     return {s for s, all_failed in failed.items() if not all_failed}
 
 # %% ../../../nbs/course/grading/shards.ipynb #course-checks-2
@@ -230,7 +229,7 @@ def merge_courses(dest: Course, csv_paths: list, rows: list) -> Course:
                 for student in sorted(p for p in course.step(folder).glob('*') if p.is_dir()):
                     shutil.copytree(student, merged.step(folder) / student.name)
         _write_rows(merged.grades_csv(assignment), rows)
-        log = _merged_log(courses, assignment, len({r['student'] for r in rows}))
+        log = _merged_log(courses, assignment, len({r.student for r in rows}))
         merged.grading_log(assignment).write_text(log, encoding='utf-8')
         os.chmod(tmp, 0o755)
         if dest.root.exists():

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..authoring.leaks import find_leaks, secret_lines
 from .autograder import CONFIG_FORMAT, PLATFORMS, Platform
-from ..grading.grade_table import HIDDEN_FAILED
+from ..grading.grade_table import HIDDEN_FAILED, GradeRow
 from ..basics.notebooks import NotebookError, cell_source, read_nb
 from ..basics.untrusted_text import printable
 from ..basics.vocabulary import PartStatus, atomic_write, hidden_line_numbers
@@ -131,14 +131,14 @@ def _shown(text: str, secrets: set) -> str:
 _HIDDEN_NOTE = "a hidden test failed; what it said is shown to your instructor only"
 
 # %% ../../../nbs/course/platforms/autograder_run.ipynb #test-message
-def _test_message(row: dict, verdict) -> tuple:
+def _test_message(row: GradeRow, verdict) -> tuple:
     """(message, hidden note or None) of one autograded part from the grades CSV's row and the
     visible test's error in the kernel (which never ran a hidden test). A hidden test's own message
     never reaches this far."""
-    if row.get('reason') == HIDDEN_FAILED:
+    if row.reason == HIDDEN_FAILED:
         return 'passed the visible tests; a hidden test failed', _HIDDEN_NOTE
     if verdict is None:
-        passed = float(row['points'] or 0) == float(row['max_points'])
+        passed = (row.points or 0.0) == row.max_points
         return ('passed' if passed else 'failed with no error message (output on stderr counts as '
                                         'a failure)'), None
     said, in_hidden = verdict
@@ -147,23 +147,23 @@ def _test_message(row: dict, verdict) -> tuple:
 
 # %% ../../../nbs/course/platforms/autograder_run.ipynb #part-reports
 def part_reports(rows: list, autograded: dict | None, secrets: set) -> list:
-    """A `PartReport` per row of one student's grades CSV rows, messages from the `autograded`
-    notebook."""
+    """A `PartReport` per row of one student's grades CSV rows (`GradeRow`s), messages from the
+    `autograded` notebook."""
     verdicts = graded_cell_errors(autograded) if autograded else {}
     reports = []
     for row in rows:
-        status, reason, hidden = PartStatus(row['status']), row['reason'], None
-        points = float(row['score']) if row['score'] else 0.0
-        if row['kind'] == 'answer':
+        status, reason, hidden = row.status, row.reason, None
+        points = row.score or 0.0
+        if row.kind == 'answer':
             message = 'a written answer: your instructor grades it'
         elif status == PartStatus.FAILED:
             message = f"not graded: {reason}"
         else:
-            message, hidden = _test_message(row, verdicts.get(row['part']))
-            if status == PartStatus.FLAGGED:
+            message, hidden = _test_message(row, verdicts.get(row.part))
+            if status == PartStatus.NEEDS_EYES:
                 message += (f"; held for your instructor to review ({reason}), {points:g} points "
                             "until then")
-        reports.append(PartReport(row['part'], row['kind'], points, float(row['max_points']),
+        reports.append(PartReport(row.part, row.kind, points, row.max_points,
                                   status, _shown(message, secrets), None if hidden is None
                                   else _shown(hidden, secrets)))
     return reports
@@ -178,7 +178,7 @@ def _summary(reports: list, problem: str | None = None) -> str:
     """The results' message: the points, the `problem` of the export (`export_problem`), the parts
     held for review."""
     got, top = _totals(reports)
-    review = [r.grade_id for r in reports if r.status == PartStatus.FLAGGED]
+    review = [r.grade_id for r in reports if r.status == PartStatus.NEEDS_EYES]
     why = (f" {problem[:1].upper()}{problem[1:]}: the grader imports it as a module to check every "
            "test again (as `tinytorch test` does), so its code parts count 0 until your instructor "
            "reviews them."
@@ -244,10 +244,10 @@ def load_config(grader: Path) -> dict:
 
 # %% ../../../nbs/course/platforms/autograder_run.ipynb #run
 def grade_submission(grader: Path, config: dict, notebook: Path, log=print) -> tuple:
-    """(grades CSV rows, the autograded notebook or None, `export_problem`): `notebook` graded by
-    `tinytorch grade` as a class of one. On Gradescope (whose stdout only instructors see) the
-    instructor's notes are logged too; never on PrairieLearn."""
-    from tinytorch.course.grading.grade_table import read_grades_csv
+    """(grades CSV rows as `GradeRow`s, the autograded notebook or None, `export_problem`):
+    `notebook` graded by `tinytorch grade` as a class of one. On Gradescope (whose stdout only
+    instructors see) the instructor's notes are logged too; never on PrairieLearn."""
+    from tinytorch.course.grading.grade_table import read_grades
     from tinytorch.course.grading.grading import grade
     with tempfile.TemporaryDirectory(prefix='tinytorch-autograder-') as tmp:
         folder = Path(tmp) / 'submissions' / 'student'
@@ -263,7 +263,7 @@ def grade_submission(grader: Path, config: dict, notebook: Path, log=print) -> t
         autograded = results[0].autograded
         for note in results[0].instructor_notes if config.get('target') == 'gradescope' else ():
             log(f"for the instructor only: {printable(note)}")
-        return (read_grades_csv(csv_path),
+        return (read_grades(csv_path),
                 (read_nb(autograded) if autograded is not None else None),
                 export_problem(results[0].flags))
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 from ..basics.course import Course
 from ..basics.errors import BadInput, MissingInput
-from ..grading.grade_table import HELD, grades_by_student
+from ..grading.grade_table import HELD, GradeRow, student_grades
 from ..grading.gradebook import read_gradebook, set_late_penalties
 from ..grading.review import flagged_students
 from ..grading.late import LatePolicy, LateWork
 from ..basics.notebooks import module_number
 from ..basics.untrusted_text import csv_row, printable
-from ..basics.vocabulary import FinalStatus, PartStatus, atomic_write
+from ..basics.vocabulary import FinalStatus, PartReason, PartStatus, atomic_write
 
 # %% auto #0
 __all__ = ['FINAL_COLUMNS', 'CourseNotGraded', 'graded_assignment', 'gradebook_problem', 'final_points', 'final_grades',
@@ -42,52 +42,53 @@ def graded_assignment(course_dir, module) -> tuple:
     return course, sources[0]
 
 # %% ../../../nbs/course/results/final_grades.ipynb #final
-def _recorded(row: dict, column: str = 'score') -> float:
-    return float(row[column]) if row[column] != '' else 0.0
+def _recorded(row: GradeRow, column: str = 'score') -> float:
+    "The grades CSV's `column` (score or points) of `row`; 0 when it has none."
+    return getattr(row, column) or 0.0
 
 # %% ../../../nbs/course/results/final_grades.ipynb #gradebook-problem
-def gradebook_problem(row: dict, score: dict | None) -> str | None:
+def gradebook_problem(row: GradeRow, score: dict | None) -> str | None:
     "Why the gradebook's entry for an autograded part can't be counted as it stands (None: it can)."
-    if row['kind'] != 'test' or row['status'] == PartStatus.FAILED or score is None:
+    if row.kind != 'test' or row.status == PartStatus.FAILED or score is None:
         return None
     if score['extra']:
-        return (f"part {row['part']} has extra credit {score['extra']:g}, refused on an autograded "
+        return (f"part {row.part} has extra credit {score['extra']:g}, refused on an autograded "
                 "part")
     if score['manual'] is not None:
         return None                                             # your decision in the formgrader
-    expected = [_recorded(row)] + ([_recorded(row, 'points')] if row['status'] == PartStatus.FLAGGED
-                                   else [])
+    expected = [_recorded(row)] + ([_recorded(row, 'points')]
+                                   if row.status == PartStatus.NEEDS_EYES else [])
     auto = score['auto'] or 0.0
     # a course graded before: a flagged part held nbgrader's
     if all(abs(auto - e) > 1e-6 for e in expected):
-        return (f"part {row['part']} has {auto:g} in the gradebook, not the {expected[0]:g} that "
+        return (f"part {row.part} has {auto:g} in the gradebook, not the {expected[0]:g} that "
                 "tinytorch grade recorded")
     return None
 
 # %% ../../../nbs/course/results/final_grades.ipynb #final-points
-def final_points(row: dict, score: dict | None) -> tuple:
+def final_points(row: GradeRow, score: dict | None) -> tuple:
     """(points or None, why) of one part; `row` from the grades CSV, `score` from the gradebook
     (None: absent)."""
-    if row['status'] == PartStatus.FAILED:
-        return 0.0, FinalStatus.FAILED
+    if row.status == PartStatus.FAILED:
+        return 0.0, PartReason.FAILED
     if score is None:
-        return None, FinalStatus.TO_GRADE
+        return None, PartReason.TO_GRADE
     if score['manual'] is not None and not 0 <= score['manual'] <= score['max']:
-        raise BadInput(f"{row['student']}: part {row['part']} has score {score['manual']:g}, "
+        raise BadInput(f"{row.student}: part {row.part} has score {score['manual']:g}, "
                        f"outside 0 … {score['max']:g}; correct it in the formgrader")
     if gradebook_problem(row, score):
         return (score['manual'] if score['manual'] is not None
-                else _recorded(row)), FinalStatus.FLAGGED
+                else _recorded(row)), PartReason.DISAGREES
     # kept at a re-grade that changed the part: yours, until you look again
     if score['manual'] is not None:
         return (score['manual'] + (score['extra'] or 0),
-                FinalStatus.TO_CONFIRM if score.get('second_look') else FinalStatus.SCORED_BY_YOU)
-    if row['kind'] == 'answer':
-        return None, FinalStatus.TO_GRADE
+                PartReason.TO_CONFIRM if score.get('second_look') else PartReason.SCORED_BY_YOU)
+    if row.kind == 'answer':
+        return None, PartReason.TO_GRADE
     # the grader's safer score
-    if row['status'] == PartStatus.FLAGGED and _recorded(row) < _recorded(row, 'points'):
-        return _recorded(row), FinalStatus.TO_CONFIRM
-    return score['auto'] or 0.0, FinalStatus.AUTOGRADED
+    if row.status == PartStatus.NEEDS_EYES and _recorded(row) < _recorded(row, 'points'):
+        return _recorded(row), PartReason.TO_CONFIRM
+    return score['auto'] or 0.0, PartReason.AUTOGRADED
 
 # %% ../../../nbs/course/results/final_grades.ipynb #table
 # New columns go last. `total` is what to import: `raw_total` minus the late policy's
@@ -99,8 +100,9 @@ FINAL_COLUMNS = ['autograded_total', 'manual_total', 'total', 'max_points', 'sta
 # %% ../../../nbs/course/results/final_grades.ipynb #final-review
 def _held_reason(by_part: dict) -> str | None:
     "The reason a held copy's parts carry in the grades CSV (`HELD`); None: it was not held."
-    return next((line['reason'] for line in by_part.values()
-                 if line['status'] == PartStatus.FLAGGED and line['reason'].startswith(HELD)), None)
+    return next((line.reason for line in by_part.values()
+                 if line.status == PartStatus.NEEDS_EYES and line.reason.startswith(HELD)),
+                None)
 
 def _review(by_part: dict, flagged: bool) -> str:
     "The `review` column: held or flagged, and why, while the student is ticked Flagged?; else ''."
@@ -109,45 +111,44 @@ def _review(by_part: dict, flagged: bool) -> str:
     held = _held_reason(by_part)
     if held:
         return f"{FinalStatus.HELD}: {held}"
-    why = next((line['reason'] for line in by_part.values()
-                if line['status'] in (PartStatus.FAILED, PartStatus.FLAGGED)), None)
-    return f"{FinalStatus.FLAGGED}: {why or 'ticked Flagged? in the formgrader'}"
+    why = next((line.reason for line in by_part.values()
+                if line.status in (PartStatus.FAILED, PartStatus.NEEDS_EYES)), None)
+    return f"{PartStatus.NEEDS_EYES}: {why or 'ticked Flagged? in the formgrader'}"
 
 # %% ../../../nbs/course/results/final_grades.ipynb #final-row
 def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = LatePolicy(),
                flagged: bool = False) -> dict:
     row, totals, problems = {'student': student}, {'test': 0.0, 'answer': 0.0}, []
-    open_parts = {FinalStatus.TO_GRADE: [], FinalStatus.TO_CONFIRM: []}
+    open_parts = {PartReason.TO_GRADE: [], PartReason.TO_CONFIRM: []}
     held = _held_reason(by_part)
     reviewed = held is not None and not flagged          # you looked at the held copy: its 0 stands
     for part, line in by_part.items():
         points, why = final_points(line, scores.get(part))
         if reviewed and points is None:
-            points, why = 0.0, FinalStatus.AUTOGRADED
+            points, why = 0.0, PartReason.AUTOGRADED
         row[part] = '' if points is None else f"{points:g}"
-        totals[line['kind']] += points or 0
+        totals[line.kind] += points or 0
         open_parts.get(why, []).append(part)
-        problems += ([gradebook_problem(line, scores.get(part))] if why == FinalStatus.FLAGGED
+        problems += ([gradebook_problem(line, scores.get(part))] if why == PartReason.DISAGREES
                      else [])
     total = totals['test'] + totals['answer']
-    top = sum(float(line['max_points']) for line in by_part.values())
+    top = sum(line.max_points for line in by_part.values())
     if total > top + 1e-6:
         problems.append(f"total {total:g} above the maximum {top:g}")
-    failure = next((line['reason'] for line in by_part.values()
-                    if line['status'] == PartStatus.FAILED), None)
+    failure = next((line.reason for line in by_part.values()
+                    if line.status == PartStatus.FAILED), None)
     status = (FinalStatus.FAILED if failure else FinalStatus.HELD if held and flagged
-              else FinalStatus.FLAGGED if problems
-              else next((k for k, v in open_parts.items() if v), FinalStatus.COMPLETE))
+              else FinalStatus.DISAGREES if problems
+              else next((FinalStatus(k) for k, v in open_parts.items() if v), FinalStatus.COMPLETE))
     details = [f"{k}: {', '.join(v)}" for k, v in open_parts.items() if v]
     if held:
         details = [held] if flagged else ['held at 0, reviewed'] + details
     first = next(iter(by_part.values()))
-    penalty = policy.penalty(total,
-                             float(first['seconds_late']) if first.get('seconds_late') else None)
+    penalty = policy.penalty(total, first.seconds_late)
     row.update(autograded_total=f"{totals['test']:g}", manual_total=f"{totals['answer']:g}",
                total=f"{total - penalty:g}", max_points=f"{top:g}", status=status,
                details=failure or '; '.join(problems + details),
-               timestamp=first.get('timestamp', ''), seconds_late=first.get('seconds_late', ''),
+               timestamp=first.plain()['timestamp'], seconds_late=first.plain()['seconds_late'],
                raw_total=f"{total:g}", late_penalty=f"{penalty:g}",
                review=_review(by_part, flagged))
     return row
@@ -156,9 +157,9 @@ def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = L
 def final_grades(course_dir, module) -> tuple:
     "({part: max points} in notebook order, one dict per student) for `module` in a graded course."
     course, assignment = graded_assignment(course_dir, module)
-    graded = grades_by_student(course.grades_csv(assignment))
+    graded = student_grades(course.grades_csv(assignment))
     scores = read_gradebook(course, assignment)
-    parts = {p: float(r['max_points']) for p, r in next(iter(graded.values()), {}).items()}
+    parts = {p: r.max_points for p, r in next(iter(graded.values()), {}).items()}
     policy, flagged = LateWork.load(course).policy, flagged_students(course, assignment)
     return parts, [_final_row(student, by_part, scores.get(student, {}), policy, student in flagged)
                    for student, by_part in sorted(graded.items())]

@@ -142,8 +142,8 @@ def report_plots(record: ClassRecord, summaries: list) -> dict:
     "name -> PNG bytes of the report's three plots."
     totals = [float(t['total']) for t in record.totals.values()]
     top = max([float(t['max_points']) for t in record.totals.values()] + [0.0])
-    late = [float(r['seconds_late']) if r.get('seconds_late') else None
-            for r in (next(iter(parts.values()), {}) for parts in record.rows.values())]
+    late = [next(iter(parts.values())).seconds_late if parts else None
+            for parts in record.rows.values()]
     return {'totals': png_bytes(totals_figure(totals, top)),
             'full_marks': png_bytes(full_marks_figure(summaries)),
             'late': png_bytes(late_figure(late_counts(late)))}

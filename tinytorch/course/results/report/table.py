@@ -15,7 +15,7 @@ from ...basics.course import Course
 from ...platforms.autograder_run import graded_cell_errors
 from ...basics.errors import UsageError
 from ..final_grades import final_grades, graded_assignment
-from ...grading.grade_table import grades_by_student
+from ...grading.grade_table import GradeRow, student_grades
 from ...basics.notebooks import read_submission
 from ...basics.untrusted_text import printable, write_csv
 from ...basics.vocabulary import PartStatus
@@ -31,7 +31,7 @@ class ClassRecord(NamedTuple):
     course: Course
     assignment: str
     parts: dict        # part -> (kind, max points): 'test' (autograded) or 'answer' (written)
-    rows: dict         # student -> part -> the grades CSV's row (status, reason, seconds_late, ...)
+    rows: dict         # student -> part -> the grades CSV's `GradeRow` (status, reason, ...)
     points: dict       # student -> part -> points as `grades` decides them; None: to grade
     totals: dict       # student -> the final grades' row (total, raw_total, late_penalty, status)
 
@@ -40,10 +40,10 @@ def read_class(course_dir, module) -> ClassRecord:
     """The grade record of `module` in a graded course (a `Course` or its folder; `CourseNotGraded`
     when it holds none)."""
     course, assignment = graded_assignment(course_dir, module)
-    rows = grades_by_student(course.grades_csv(assignment))
+    rows = student_grades(course.grades_csv(assignment))
     _, finals = final_grades(course, module)
     first = next(iter(rows.values()), {})
-    parts = {p: (r['kind'], float(r['max_points'])) for p, r in first.items()}
+    parts = {p: (r.kind, r.max_points) for p, r in first.items()}
     points = {f['student']: {p: (float(f[p]) if f.get(p, '') != '' else None) for p in parts}
               for f in finals}
     return ClassRecord(course, assignment, parts, rows, points, {f['student']: f for f in finals})
@@ -63,13 +63,13 @@ def masked(message: str) -> str:
 # %% ../../../../nbs/course/results/report/table.ipynb #failure
 NO_MESSAGE = 'no error message (output on stderr counts as a failure)'
 
-def failure_message(row: dict, errors: dict) -> str:
+def failure_message(row: GradeRow, errors: dict) -> str:
     """Why a part scored below its maximum: its test's error (`errors`: `graded_cell_errors`),
     else the grades CSV's reason."""
-    said = errors.get(row['part'])
+    said = errors.get(row.part)
     if said is not None:
         return masked(said[0]) + (' (in a hidden test)' if said[1] else '')
-    return masked(row['reason']) if row['reason'] else NO_MESSAGE
+    return masked(row.reason) if row.reason else NO_MESSAGE
 
 # %% ../../../../nbs/course/results/report/table.ipynb #test-errors
 def test_errors(record: ClassRecord, student: str) -> dict:
