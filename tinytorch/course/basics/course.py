@@ -43,7 +43,7 @@ def sqlite_url(db, timeout: int | None = 60) -> str:
     waiting `timeout` s for a lock another process holds (None: sqlite's own wait)."""
     return f"sqlite:///{db}" + (f"?timeout={timeout}" if timeout is not None else '')
 
-# %% ../../../nbs/course/basics/course.ipynb #open-gradebook
+# %% ../../../nbs/course/basics/course.ipynb #hush-sqlalchemy
 def hush_sqlalchemy():
     """Silence SQLAlchemy's notices about nbgrader's sessions from here on, in every thread. (A
     `warnings.catch_warnings` block is no use: two threads leaving theirs restore each other's
@@ -51,6 +51,8 @@ def hush_sqlalchemy():
     from sqlalchemy.exc import SAWarning
     warnings.filterwarnings('ignore', category=SAWarning)
 
+
+# %% ../../../nbs/course/basics/course.ipynb #open-gradebook
 @contextmanager
 def open_gradebook(db, course_id: str = 'tinytorch', timeout: int | None = 60):
     """nbgrader's Gradebook for the sqlite file `db` (made when missing), closed afterwards: waits
