@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from ..basics.course import Course
+from .final_row import FinalRow
 from .grade_table import HIDDEN_FAILED, StudentResult
 from .gradebook import read_gradebook
 from .late import describe_lateness
@@ -205,22 +206,24 @@ def _comment_cell(grade_id: str, text: str) -> dict:
             'source': f"> **Instructor's comment on `{grade_id}`:**\n>\n{quoted}"}
 
 # %% ../../../nbs/course/grading/feedback.ipynb #feedback-header
-def _status_text(row: dict) -> str:
+def _status_text(row: FinalRow) -> str:
     """The status and its details, the status said once: details that begin with it ('to grade: q1')
     stand alone."""
-    status, details = row['status'], row['details']
+    status, details = str(row.status), row.details
     if details.startswith(f"{status}:") or details.startswith(f"{status} "):
         return details
     return status + (f": {details}" if details else '')
 
-def _feedback_header(assignment: str, row: dict, parts: dict) -> str:
-    lines = [f"# Feedback: {markdown_text(assignment)}, {markdown_text(row['student'])}", '',
-             f"**Total: {row['total']} / {row['max_points']} points** "
+def _feedback_header(assignment: str, row: FinalRow, parts: dict) -> str:
+    lines = [f"# Feedback: {markdown_text(assignment)}, {markdown_text(row.student)}", '',
+             f"**Total: {row.total:g} / {row.max_points:g} points** "
              f"({markdown_text(_status_text(row))})."
-             + (f" Handed in late: {row['late_penalty']} point(s) off {row['raw_total']}."
-                if float(row.get('late_penalty') or 0) else ''),
+             + (f" Handed in late: {row.late_penalty:g} point(s) off {row.raw_total:g}."
+                if row.late_penalty else ''),
              '', '| part | points |', '|---|---|']
-    return '\n'.join(lines + [f"| `{p}` | {row[p] or '–'} / {top:g} |" for p, top in parts.items()])
+    points = [(p, row.points.get(p), top) for p, top in parts.items()]
+    return '\n'.join(lines + [f"| `{p}` | {'–' if v is None else f'{v:g}'} / {top:g} |"
+                              for p, v, top in points])
 
 # %% ../../../nbs/course/grading/feedback.ipynb #feedback-comments
 def with_comments(nb: dict, comments: dict) -> dict:
@@ -241,12 +244,12 @@ def regenerate_feedback(course: Course, assignment: str, parts: dict, rows: list
     hidden = secret_lines(course.source_notebook(assignment), solutions=False)
     pages = {}
     for row in rows:
-        autograded = course.autograded(row['student'], assignment) / f"{assignment}.ipynb"
+        autograded = course.autograded(row.student, assignment) / f"{assignment}.ipynb"
         if not autograded.is_file():
             continue
         nb = with_comments(read_nb(autograded),
-                           {p: s['comment'] for p, s in scores.get(row['student'], {}).items()})
-        page = course.feedback(row['student'], assignment) / f"{assignment}.html"
-        pages[row['student']] = publish_feedback(nb, _feedback_header(assignment, row, parts), page,
+                           {p: s['comment'] for p, s in scores.get(row.student, {}).items()})
+        page = course.feedback(row.student, assignment) / f"{assignment}.html"
+        pages[row.student] = publish_feedback(nb, _feedback_header(assignment, row, parts), page,
                                                  hidden)
     return pages
