@@ -321,9 +321,9 @@ def test_nbgrader_export_pays_what_the_final_grades_say(regraded, tmp_path):
     _, rows = final_grades(regraded, 11)
     from tinytorch.course.basics.untrusted_text import printable          # a CSV holds a control character escaped
     refused = (ESCAPE_FOLDER, printable(ESCAPE_FOLDER), FORMULA_FOLDER)   # not student ids: not in the gradebook
-    final = {r["student"]: float(r["total"]) for r in rows if r["student"] not in refused}
-    assert {r["student"]: r["status"] for r in rows}[FORMULA_FOLDER] == "failed", rows   # refused: not a student id
-    assert {r["student"]: r["status"] for r in rows}["flagged"] in ("to confirm", "to grade"), rows
+    final = {r.student: r.total for r in rows if r.student not in refused}
+    assert {r.student: r.status for r in rows}[FORMULA_FOLDER] == "failed", rows   # refused: not a student id
+    assert {r.student: r.status for r in rows}["flagged"] in ("to confirm", "to grade"), rows
     graded = {r["student"]: r for r in csv.DictReader(open(regraded / f"grades_{ASSIGNMENT}.csv"))
               if r["status"] == "flagged" and float(r["points"]) > float(r["score"])}
     assert "flagged" in graded, "the flagged student should have a part nbgrader paid more than the re-check"

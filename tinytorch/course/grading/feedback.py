@@ -10,8 +10,10 @@ import functools
 import html
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 from ..basics.course import Course
+from .final_row import FinalRow
 from .grade_table import HIDDEN_FAILED, StudentResult
 from .gradebook import read_gradebook
 from .late import describe_lateness
@@ -25,7 +27,7 @@ from ..basics.vocabulary import PartStatus
 # %% auto #0
 __all__ = ['MARKDOWN_CELL_CHARS', 'MARKDOWN_PAGE_CHARS', 'NO_ALT_TEXT', 'bounded_markdown', 'sanitize_for_feedback',
            'feedback_exporter', 'with_alt_text', 'feedback_html', 'own_page', 'render_feedback', 'publish_feedback',
-           'write_feedback', 'with_comments', 'regenerate_feedback']
+           'FeedbackSummary', 'write_feedback_page', 'write_feedback', 'with_comments', 'regenerate_feedback']
 
 # %% ../../../nbs/course/grading/feedback.ipynb #bounded-markdown
 MARKDOWN_CELL_CHARS = 5_000       # a longer markdown cell or output is shown as text, not rendered
@@ -164,6 +166,31 @@ def publish_feedback(nb: dict, header: str, dest: Path, hidden: set) -> Path | N
         return None
     return page
 
+# %% ../../../nbs/course/grading/feedback.ipynb #feedback-summary
+class FeedbackSummary(NamedTuple):
+    """The top of a feedback page: one record for the page `tinytorch grade` writes and the one
+    `tinytorch grades` rewrites, rendered by `header` and published by `write_feedback_page`."""
+    assignment: str
+    student: str
+    headline: str          # in bold: 'Autograded: 20 / 24 points.', 'Total: 20 / 36 points'
+    said: str              # markdown after the headline: what is open, lateness
+    columns: tuple         # the table's columns after `part`
+    rows: tuple            # (grade_id, its cells), one per part in the notebook's order
+    note: str = ''         # markdown after the table
+
+    def header(self) -> str:
+        "The page's top in markdown: the title, the points, a table row per part."
+        table = [f"| part | {' | '.join(self.columns)} |", '|---' * (len(self.columns) + 1) + '|']
+        table += [f"| `{gid}` | {' | '.join(cells)} |" for gid, cells in self.rows]
+        return (f"# Feedback: {markdown_text(self.assignment)}, {markdown_text(self.student)}\n\n"
+                f"**{self.headline}**{self.said}\n\n" + '\n'.join(table) + self.note)
+
+# %% ../../../nbs/course/grading/feedback.ipynb #write-feedback-page
+def write_feedback_page(nb: dict, summary: FeedbackSummary, dest: Path, hidden: set) -> Path | None:
+    """The one way a feedback page is written: `summary`'s header over `nb`, published at `dest`
+    (`publish_feedback`: None when it was withheld)."""
+    return publish_feedback(nb, summary.header(), dest, hidden)
+
 # %% ../../../nbs/course/grading/feedback.ipynb #not-run-note
 def _not_run_note(n: int) -> str:
     "The feedback page's paragraph on the `n` code cells grading left out; '' when it ran them all."
@@ -175,28 +202,28 @@ def _not_run_note(n: int) -> str:
             "notebook to see what they show.")
 
 # %% ../../../nbs/course/grading/feedback.ipynb #grading-header
-def _grading_header(result: StudentResult, assignment: str) -> str:
+def _grading_summary(result: StudentResult, assignment: str) -> FeedbackSummary:
     "The top of the page `tinytorch grade` writes: the points, lateness, a row per part."
-    rows = ['| part | points | status |', '|---|---|---|']
+    rows = []
     for gid, p in result.parts.items():
         status, _ = result.statuses[gid]
         shown = '–' if status == PartStatus.NEEDS_MANUAL else f"{p.nbgrader_points:g}"
-        rows.append(f"| `{gid}` | {shown} / {p.max_points:g} | "
-                    f"{status}{f' ({HIDDEN_FAILED})' if p.hidden_failed else ''} |")
-    return (f"# Feedback: {markdown_text(assignment)}, "
-            f"{markdown_text(result.student)}\n\n**Autograded: {result.points:g} / "
-            f"{sum(p.max_points for p in result.parts.values() if p.kind == 'test'):g} "
-            "points.** Written answers are graded by your instructor."
-            + (f" Handed in {describe_lateness(result.seconds_late)}: {result.late_penalty:g} "
-               "point(s) off for lateness." if result.seconds_late else '') + "\n\n"
-            + '\n'.join(rows) + _not_run_note(len(result.not_run)))
+        rows.append((gid, (f"{shown} / {p.max_points:g}",
+                           f"{status}{f' ({HIDDEN_FAILED})' if p.hidden_failed else ''}")))
+    top = sum(p.max_points for p in result.parts.values() if p.kind == 'test')
+    return FeedbackSummary(
+        assignment, result.student, f"Autograded: {result.points:g} / {top:g} points.",
+        " Written answers are graded by your instructor."
+        + (f" Handed in {describe_lateness(result.seconds_late)}: {result.late_penalty:g} "
+           "point(s) off for lateness." if result.seconds_late else ''),
+        ('points', 'status'), tuple(rows), _not_run_note(len(result.not_run)))
 
 # %% ../../../nbs/course/grading/feedback.ipynb #feedback-page
 def write_feedback(result: StudentResult, assignment: str, dest: Path, hidden: set) -> Path | None:
     """Feedback HTML for one student's record: a score table, then their autograded notebook; None
     when it was withheld."""
-    return publish_feedback(read_nb(result.autograded), _grading_header(result, assignment), dest,
-                            hidden)
+    return write_feedback_page(read_nb(result.autograded), _grading_summary(result, assignment),
+                               dest, hidden)
 
 # %% ../../../nbs/course/grading/feedback.ipynb #comment-cell
 def _comment_cell(grade_id: str, text: str) -> dict:
@@ -205,22 +232,24 @@ def _comment_cell(grade_id: str, text: str) -> dict:
             'source': f"> **Instructor's comment on `{grade_id}`:**\n>\n{quoted}"}
 
 # %% ../../../nbs/course/grading/feedback.ipynb #feedback-header
-def _status_text(row: dict) -> str:
+def _status_text(row: FinalRow) -> str:
     """The status and its details, the status said once: details that begin with it ('to grade: q1')
     stand alone."""
-    status, details = row['status'], row['details']
+    status, details = str(row.status), row.details
     if details.startswith(f"{status}:") or details.startswith(f"{status} "):
         return details
     return status + (f": {details}" if details else '')
 
-def _feedback_header(assignment: str, row: dict, parts: dict) -> str:
-    lines = [f"# Feedback: {markdown_text(assignment)}, {markdown_text(row['student'])}", '',
-             f"**Total: {row['total']} / {row['max_points']} points** "
-             f"({markdown_text(_status_text(row))})."
-             + (f" Handed in late: {row['late_penalty']} point(s) off {row['raw_total']}."
-                if float(row.get('late_penalty') or 0) else ''),
-             '', '| part | points |', '|---|---|']
-    return '\n'.join(lines + [f"| `{p}` | {row[p] or '–'} / {top:g} |" for p, top in parts.items()])
+def _final_summary(assignment: str, row: FinalRow, parts: dict) -> FeedbackSummary:
+    "The top of the page `tinytorch grades` rewrites: the total, what is open, a row per part."
+    points = [(p, row.points.get(p), top) for p, top in parts.items()]
+    return FeedbackSummary(
+        assignment, row.student, f"Total: {row.total:g} / {row.max_points:g} points",
+        f" ({markdown_text(_status_text(row))})."
+        + (f" Handed in late: {row.late_penalty:g} point(s) off {row.raw_total:g}."
+           if row.late_penalty else ''),
+        ('points',), tuple((p, (f"{'–' if v is None else f'{v:g}'} / {top:g}",))
+                           for p, v, top in points))
 
 # %% ../../../nbs/course/grading/feedback.ipynb #feedback-comments
 def with_comments(nb: dict, comments: dict) -> dict:
@@ -241,12 +270,12 @@ def regenerate_feedback(course: Course, assignment: str, parts: dict, rows: list
     hidden = secret_lines(course.source_notebook(assignment), solutions=False)
     pages = {}
     for row in rows:
-        autograded = course.autograded(row['student'], assignment) / f"{assignment}.ipynb"
+        autograded = course.autograded(row.student, assignment) / f"{assignment}.ipynb"
         if not autograded.is_file():
             continue
         nb = with_comments(read_nb(autograded),
-                           {p: s['comment'] for p, s in scores.get(row['student'], {}).items()})
-        page = course.feedback(row['student'], assignment) / f"{assignment}.html"
-        pages[row['student']] = publish_feedback(nb, _feedback_header(assignment, row, parts), page,
-                                                 hidden)
+                           {p: s['comment'] for p, s in scores.get(row.student, {}).items()})
+        page = course.feedback(row.student, assignment) / f"{assignment}.html"
+        pages[row.student] = write_feedback_page(nb, _final_summary(assignment, row, parts), page,
+                                                    hidden)
     return pages

@@ -10,6 +10,7 @@ import csv
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import NamedTuple
 
 from ..basics.errors import BadInput, MissingInput
@@ -48,7 +49,7 @@ class Findings(NamedTuple):
 class StudentResult:
     "One student's graded submission: assembled from each step's `Findings`, never changed after."
     student: str
-    parts: dict = field(default_factory=dict)      # grade_id -> Part, in the notebook's order
+    parts: dict = field(default_factory=dict)      # grade_id -> Part, notebook order; read-only
     flags: tuple = ()
     failure: str | None = None
     seconds: float = 0.0
@@ -62,15 +63,15 @@ class StudentResult:
     seconds_late: float | None = None
     # points taken off the submission's score for lateness
     late_penalty: float = 0.0
-    # the grading log only: never shown to a student
-    instructor_notes: tuple = ()
+    instructor_notes: tuple = ()                   # the grading log only: never shown to a student
     answer_digests: dict = field(default_factory=dict)     # grade_id -> digest of what it graded
     # indices of the code cells nbgrader's run left out (`grading_inputs.for_kernel`)
     not_run: tuple = ()
 
-    def __post_init__(self):                       # lists given are kept as tuples
+    def __post_init__(self):                       # lists given are kept as tuples, parts read-only
         for name in ('flags', 'instructor_notes', 'not_run'):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, 'parts', MappingProxyType(dict(self.parts)))
 
     @property
     def points(self) -> float: return sum(p.nbgrader_points or 0 for p in self.parts.values())

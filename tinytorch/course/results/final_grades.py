@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..basics.course import Course
 from ..basics.errors import BadInput, MissingInput
+from ..grading.final_row import FINAL_COLUMNS, FinalRow, final_rows
 from ..grading.grade_table import HELD, GradeRow, student_grades
 from ..grading.gradebook import read_gradebook, set_late_penalties
 from ..grading.review import flagged_students
@@ -20,8 +21,8 @@ from ..basics.untrusted_text import csv_row, printable
 from ..basics.vocabulary import FinalStatus, PartReason, PartStatus, atomic_write
 
 # %% auto #0
-__all__ = ['FINAL_COLUMNS', 'CourseNotGraded', 'graded_assignment', 'gradebook_problem', 'final_points', 'final_grades',
-           'write_final_grades', 'grades']
+__all__ = ['CourseNotGraded', 'graded_assignment', 'gradebook_problem', 'final_points', 'final_grades', 'write_final_grades',
+           'grades']
 
 # %% ../../../nbs/course/results/final_grades.ipynb #course
 class CourseNotGraded(MissingInput):
@@ -90,13 +91,6 @@ def final_points(row: GradeRow, score: dict | None) -> tuple:
         return _recorded(row), PartReason.TO_CONFIRM
     return score['auto'] or 0.0, PartReason.AUTOGRADED
 
-# %% ../../../nbs/course/results/final_grades.ipynb #table
-# New columns go last. `total` is what to import: `raw_total` minus the late policy's
-# `late_penalty`. `review`: why the student is still ticked Flagged? (for you; never on a feedback
-# page).
-FINAL_COLUMNS = ['autograded_total', 'manual_total', 'total', 'max_points', 'status', 'details',
-                 'timestamp', 'seconds_late', 'raw_total', 'late_penalty', 'review']
-
 # %% ../../../nbs/course/results/final_grades.ipynb #final-review
 def _held_reason(by_part: dict) -> str | None:
     "The reason a held copy's parts carry in the grades CSV (`HELD`); None: it was not held."
@@ -117,17 +111,16 @@ def _review(by_part: dict, flagged: bool) -> str:
 
 # %% ../../../nbs/course/results/final_grades.ipynb #final-row
 def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = LatePolicy(),
-               flagged: bool = False) -> dict:
-    row, totals, problems = {'student': student}, {'test': 0.0, 'answer': 0.0}, []
+               flagged: bool = False) -> FinalRow:
+    points, totals, problems = {}, {'test': 0.0, 'answer': 0.0}, []
     open_parts = {PartReason.TO_GRADE: [], PartReason.TO_CONFIRM: []}
     held = _held_reason(by_part)
     reviewed = held is not None and not flagged          # you looked at the held copy: its 0 stands
     for part, line in by_part.items():
-        points, why = final_points(line, scores.get(part))
-        if reviewed and points is None:
-            points, why = 0.0, PartReason.AUTOGRADED
-        row[part] = '' if points is None else f"{points:g}"
-        totals[line.kind] += points or 0
+        points[part], why = final_points(line, scores.get(part))
+        if reviewed and points[part] is None:
+            points[part], why = 0.0, PartReason.AUTOGRADED
+        totals[line.kind] += points[part] or 0
         open_parts.get(why, []).append(part)
         problems += ([gradebook_problem(line, scores.get(part))] if why == PartReason.DISAGREES
                      else [])
@@ -145,17 +138,16 @@ def _final_row(student: str, by_part: dict, scores: dict, policy: LatePolicy = L
         details = [held] if flagged else ['held at 0, reviewed'] + details
     first = next(iter(by_part.values()))
     penalty = policy.penalty(total, first.seconds_late)
-    row.update(autograded_total=f"{totals['test']:g}", manual_total=f"{totals['answer']:g}",
-               total=f"{total - penalty:g}", max_points=f"{top:g}", status=status,
-               details=failure or '; '.join(problems + details),
-               timestamp=first.plain()['timestamp'], seconds_late=first.plain()['seconds_late'],
-               raw_total=f"{total:g}", late_penalty=f"{penalty:g}",
-               review=_review(by_part, flagged))
-    return row
+    return FinalRow.shown(student, points, autograded_total=totals['test'],
+                          manual_total=totals['answer'], total=total - penalty, max_points=top,
+                          status=status, details=failure or '; '.join(problems + details),
+                          timestamp=first.timestamp, seconds_late=first.seconds_late,
+                          raw_total=total, late_penalty=penalty, review=_review(by_part, flagged))
 
 # %% ../../../nbs/course/results/final_grades.ipynb #final-grades
 def final_grades(course_dir, module) -> tuple:
-    "({part: max points} in notebook order, one dict per student) for `module` in a graded course."
+    """({part: max points} in notebook order, a `FinalRow` per student) for `module` in a graded
+    course."""
     course, assignment = graded_assignment(course_dir, module)
     graded = student_grades(course.grades_csv(assignment))
     scores = read_gradebook(course, assignment)
@@ -166,20 +158,21 @@ def final_grades(course_dir, module) -> tuple:
 
 # %% ../../../nbs/course/results/final_grades.ipynb #table-write
 def write_final_grades(parts: dict, rows: list, out) -> Path:
-    "Write `final_grades`' result as CSV to `out` (complete or not at all)."
-    out = Path(out)
+    """Write `final_grades`' result (`FinalRow`s; rows of a final grades CSV are read) as CSV to
+    `out` (complete or not at all): the final grades CSV's one writer."""
+    out, rows = Path(out), final_rows(rows)
     with atomic_write(out, newline='') as f:
         w = csv.DictWriter(f, ['student', *parts, *FINAL_COLUMNS])
         w.writeheader()
-        w.writerows(csv_row(row) for row in rows)
+        w.writerows(csv_row(row.plain()) for row in rows)
     return out
 
 # %% ../../../nbs/course/results/final_grades.ipynb #grades
 def _status_counts(rows: list) -> str:
     "`N complete, N to grade, ...` of the final rows (`held` only when someone is)."
-    counts = {s: sum(r['status'] == s for r in rows)
+    counts = {s: sum(r.status == s for r in rows)
               for s in ('complete', 'to grade', 'to confirm', 'flagged', 'failed')}
-    held = sum(r['status'] == 'held' for r in rows)
+    held = sum(r.status == 'held' for r in rows)
     counts.update({'held': held} if held else {})
     return ', '.join(f"{n} {s}" for s, n in counts.items())
 
@@ -217,13 +210,11 @@ def grades(module, course_dir, fmt: str = 'final', out=None, roster_file=None, c
 # %% ../../../nbs/course/results/final_grades.ipynb #grades-late
 def _log_review_and_late(course: Course, assignment: str, rows: list, log):
     "Who is ticked Flagged? for review, and the late penalties (written into the gradebook too)."
-    review = [f"{printable(r['student'])} ({r['review'].split(':')[0]})"
-              for r in rows if r['review']]
+    review = [f"{printable(r.student)} ({r.review.split(':')[0]})" for r in rows if r.review]
     if review:
         log("ticked Flagged? in the formgrader, for your review (why: the review column): "
             + ', '.join(review))
-    set_late_penalties(course, assignment, {r['student']: float(r['late_penalty']) for r in rows})
-    late = [f"{printable(r['student'])} -{r['late_penalty']}" for r in rows
-            if float(r['late_penalty']) > 0]
+    set_late_penalties(course, assignment, {r.student: r.late_penalty for r in rows})
+    late = [f"{printable(r.student)} -{r.late_penalty:g}" for r in rows if r.late_penalty > 0]
     if late:
         log(f"late penalties (points off each total; also in the gradebook): {', '.join(late)}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..basics.course import Course
 from ..basics.errors import BadInput, MissingInput
+from ..grading.final_row import FinalRow, final_rows
 from ..grading.late import LateWork
 from ..basics.untrusted_text import csv_cell, csv_row, printable
 from ..basics.vocabulary import FinalStatus, atomic_write, read_csv_lines
@@ -156,14 +157,13 @@ def lms_number(x: float) -> str:
 
 # %% ../../../nbs/course/results/lms.ipynb #open-rows
 def _open_rows(rows: list) -> dict:
-    return {r['student']: r for r in rows}
+    return {r.student: r for r in rows}
 
 # %% ../../../nbs/course/results/lms.ipynb #review-note
 def _review_note(rows: list, students) -> list:
     """The note naming each of `students` whose row asks for your review (`review`: held or flagged,
     why)."""
-    named = [f"{r['student']} ({r['review']})" for r in rows
-             if r.get('review') and r['student'] in students]
+    named = [f"{r.student} ({r.review})" for r in rows if r.review and r.student in students]
     if not named:
         return []
     return ["still ticked Flagged? in the formgrader (untick it once you have looked): "
@@ -176,15 +176,15 @@ CANVAS_HEADER = ['Student', 'ID', 'SIS User ID', 'SIS Login ID', 'Section']
 def canvas_rows(rows: list, roster: Roster, column: str) -> tuple:
     "(the Canvas import's lines, notes for the instructor) from `final_grades`' rows."
     by_student, notes, blank = _open_rows(rows), [], []
-    top = max((float(r['max_points']) for r in rows), default=0.0)
+    top = max((r.max_points for r in rows), default=0.0)
     lines = [CANVAS_HEADER + [column], ['    Points Possible', '', '', '', '', lms_number(top)]]
     for s in roster.students.values():
         row = by_student.get(s.id)
-        done = row is not None and row['status'] in (FinalStatus.COMPLETE, FinalStatus.FAILED)
+        done = row is not None and row.status in (FinalStatus.COMPLETE, FinalStatus.FAILED)
         if not done:
-            blank.append(s.id if row is None else f"{s.id} ({row['status']})")
+            blank.append(s.id if row is None else f"{s.id} ({row.status})")
         lines.append([s.sortable_name, s.lms_user_id, s.sis_user_id, s.id, s.section,
-                      lms_number(row['total']) if done else ''])
+                      lms_number(row.total) if done else ''])
     if blank:
         notes.append(f"left blank (Canvas keeps what it has): {', '.join(blank)}")
     strangers = sorted(set(by_student) - set(roster.students))
@@ -197,17 +197,17 @@ def canvas_rows(rows: list, roster: Roster, column: str) -> tuple:
 MOODLE_HEADER = ['First name', 'Last name', 'ID number', 'Email address']
 
 # %% ../../../nbs/course/results/lms.ipynb #moodle-feedback
-def _feedback(row: dict) -> str:
-    text = f"{row['total']} / {row['max_points']} points"
-    if float(row.get('late_penalty') or 0):
-        text += f" ({row['late_penalty']} off {row['raw_total']} for lateness)"
+def _feedback(row: FinalRow) -> str:
+    text = f"{row.total:g} / {row.max_points:g} points"
+    if row.late_penalty:
+        text += f" ({row.late_penalty:g} off {row.raw_total:g} for lateness)"
     return text
 
 # %% ../../../nbs/course/results/lms.ipynb #moodle-rows
 def moodle_rows(rows: list, roster: Roster | None, column: str) -> tuple:
     "(the Moodle import's lines, notes) from `final_grades`' rows; students are matched by email."
     students = (roster.students if roster is not None
-                else {r['student']: Student(r['student']) for r in rows})
+                else {r.student: Student(r.student) for r in rows})
     by_student, notes, blank = _open_rows(rows), [], []
     lines = [MOODLE_HEADER + [column, f"{column} feedback"]]
     no_email = [s.id for s in students.values() if not s.email]
@@ -215,11 +215,11 @@ def moodle_rows(rows: list, roster: Roster | None, column: str) -> tuple:
         if not s.email:
             continue
         row = by_student.get(s.id)
-        done = row is not None and row['status'] in (FinalStatus.COMPLETE, FinalStatus.FAILED)
+        done = row is not None and row.status in (FinalStatus.COMPLETE, FinalStatus.FAILED)
         if not done:
-            blank.append(s.id if row is None else f"{s.id} ({row['status']})")
+            blank.append(s.id if row is None else f"{s.id} ({row.status})")
         lines.append([s.first_name, s.last_name, s.sis_user_id, s.email,
-                      lms_number(row['total']) if done else '', _feedback(row) if done else ''])
+                      lms_number(row.total) if done else '', _feedback(row) if done else ''])
     if no_email:
         notes.append("no email on the roster, so not in the file (Moodle maps users by email): "
                      f"{', '.join(no_email)}")
@@ -235,9 +235,9 @@ NBGRADER_HEADER = ['assignment', 'duedate', 'timestamp', 'student_id', 'last_nam
                    'email', 'raw_score', 'late_submission_penalty', 'score', 'max_score']
 
 # %% ../../../nbs/course/results/lms.ipynb #nbgrader-time
-def _nbgrader_time(text: str) -> str:
+def _nbgrader_time(when: datetime | None) -> str:
     "nbgrader's export writes `str()` of a naive UTC datetime."
-    return str(datetime.fromisoformat(text).replace(tzinfo=None)) if text else ''
+    return str(when.replace(tzinfo=None)) if when else ''
 
 # %% ../../../nbs/course/results/lms.ipynb #nbgrader-rows
 def nbgrader_rows(rows: list, roster: Roster | None, assignment: str, late: LateWork) -> tuple:
@@ -245,13 +245,13 @@ def nbgrader_rows(rows: list, roster: Roster | None, assignment: str, late: Late
     by_student = _open_rows(rows)
     students = dict(roster.students) if roster is not None else {}
     students.update({s: students.get(s, Student(s)) for s in by_student})
-    top = max((float(r['max_points']) for r in rows), default=0.0)
+    top = max((r.max_points for r in rows), default=0.0)
     due = str(late.due.replace(tzinfo=None)) if late.due else ''
     lines = [NBGRADER_HEADER]
     for s in sorted(students.values(), key=lambda s: s.id):
         row = by_student.get(s.id)
-        raw, penalty = (float(row['raw_total']), float(row['late_penalty'])) if row else (0.0, 0.0)
-        lines.append([assignment, due, _nbgrader_time(row['timestamp']) if row else '', s.id,
+        raw, penalty = (row.raw_total, row.late_penalty) if row else (0.0, 0.0)
+        lines.append([assignment, due, _nbgrader_time(row.timestamp) if row else '', s.id,
                       s.last_name, s.first_name, s.email, str(raw), str(penalty),
                       str(max(0.0, raw - penalty)), str(top)])
     return lines, _review_note(rows, students)
@@ -260,8 +260,9 @@ def nbgrader_rows(rows: list, roster: Roster | None, assignment: str, late: Late
 def write_export(kind: str, course, assignment: str, rows: list, roster: Roster | None,
                  column: str | None, out) -> tuple:
     """Write the `kind` ('canvas', 'moodle' or 'nbgrader') export of `final_grades`' rows of
-    `course` (a `Course` or its folder) to `out`: (path, notes)."""
-    column = column or assignment
+    `course` (a `Course` or its folder) to `out`: (path, notes). `rows`: `FinalRow`s (rows of a
+    final grades CSV are read)."""
+    column, rows = column or assignment, final_rows(rows)
     if kind == 'canvas':
         if roster is None:
             raise BadInput(

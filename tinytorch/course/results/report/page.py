@@ -140,8 +140,8 @@ class ReportFiles(NamedTuple):
 # %% ../../../../nbs/course/results/report/page.ipynb #plots
 def report_plots(record: ClassRecord, summaries: list) -> dict:
     "name -> PNG bytes of the report's three plots."
-    totals = [float(t['total']) for t in record.totals.values()]
-    top = max([float(t['max_points']) for t in record.totals.values()] + [0.0])
+    totals = [t.total for t in record.totals.values()]
+    top = max([t.max_points for t in record.totals.values()] + [0.0])
     late = [next(iter(parts.values())).seconds_late if parts else None
             for parts in record.rows.values()]
     return {'totals': png_bytes(totals_figure(totals, top)),

@@ -33,7 +33,7 @@ class ClassRecord(NamedTuple):
     parts: dict        # part -> (kind, max points): 'test' (autograded) or 'answer' (written)
     rows: dict         # student -> part -> the grades CSV's `GradeRow` (status, reason, ...)
     points: dict       # student -> part -> points as `grades` decides them; None: to grade
-    totals: dict       # student -> the final grades' row (total, raw_total, late_penalty, status)
+    totals: dict       # student -> the final grades' `FinalRow` (total, late_penalty, ...)
 
 # %% ../../../../nbs/course/results/report/table.ipynb #read-class
 def read_class(course_dir, module) -> ClassRecord:
@@ -44,9 +44,8 @@ def read_class(course_dir, module) -> ClassRecord:
     _, finals = final_grades(course, module)
     first = next(iter(rows.values()), {})
     parts = {p: (r.kind, r.max_points) for p, r in first.items()}
-    points = {f['student']: {p: (float(f[p]) if f.get(p, '') != '' else None) for p in parts}
-              for f in finals}
-    return ClassRecord(course, assignment, parts, rows, points, {f['student']: f for f in finals})
+    points = {f.student: {p: f.points.get(p) for p in parts} for f in finals}
+    return ClassRecord(course, assignment, parts, rows, points, {f.student: f for f in finals})
 
 # %% ../../../../nbs/course/results/report/table.ipynb #mask
 MESSAGE_CHARS = 160
