@@ -120,8 +120,8 @@ class Course:
         return Course(self.root / '.template')
 
 # %% ../../../nbs/course/basics/course.ipynb #nbgrader-dirs
-@patch(as_prop=True)
-def nbgrader_dirs(self: Course):
+@patch(as_prop=True, nm='nbgrader_dirs')
+def _nbgrader_dirs(self: Course):
     "nbgrader's `CourseDirectory` of this course, made once: its folders' names, its gradebook."
     if self._dirs is None:
         from nbgrader.coursedir import CourseDirectory
@@ -134,8 +134,8 @@ def _inside(self: Course, path: str) -> Path:
     return self.root / os.path.relpath(path, self.nbgrader_dirs.root)
 
 # %% ../../../nbs/course/basics/course.ipynb #step
-@patch
-def step(self: Course, step: str, student: str = '.', assignment: str = '') -> Path:
+@patch(nm='step')
+def _step(self: Course, step: str, student: str = '.', assignment: str = '') -> Path:
     """The folder where nbgrader's `step` ('source', 'release', 'submitted', 'autograded',
     'feedback') keeps `student`'s `assignment` ('.': no student; no assignment: the step's own
     folder)."""
@@ -143,21 +143,21 @@ def step(self: Course, step: str, student: str = '.', assignment: str = '') -> P
     return self._inside(dirs.format_path(getattr(dirs, f'{step}_directory'), student, assignment))
 
 # %% ../../../nbs/course/basics/course.ipynb #gradebook-file
-@patch(as_prop=True)
-def gradebook_file(self: Course) -> Path:
+@patch(as_prop=True, nm='gradebook_file')
+def _gradebook_file(self: Course) -> Path:
     "The gradebook: the sqlite file of nbgrader's default `CourseDirectory.db_url`."
     return self._inside(self.nbgrader_dirs.db_url.removeprefix('sqlite:///'))
 
 # %% ../../../nbs/course/basics/course.ipynb #relative
-@patch
-def relative(self: Course, path) -> str:
+@patch(nm='relative')
+def _relative(self: Course, path) -> str:
     "`path`, in the course, relative to the course's folder, with `/`."
     return Path(path).relative_to(self.root).as_posix()
 
 # %% ../../../nbs/course/basics/course.ipynb #course-gradebook
-@patch
+@patch(nm='gradebook')
 @contextmanager
-def gradebook(self: Course, timeout: int | None = 60):
+def _gradebook(self: Course, timeout: int | None = 60):
     """nbgrader's Gradebook of this course (made when missing), open for the block; a block inside
     another one (same thread) uses the gradebook already open."""
     if getattr(self._local, 'gradebook', None) is not None:
