@@ -6,13 +6,14 @@ regions in a cell, name a status, replace a file in one step, read a CSV with it
 # %% auto #0
 __all__ = ['BEGIN_SOLUTION', 'END_SOLUTION', 'BEGIN_HIDDEN', 'END_HIDDEN', 'MARKERS', 'marker_of', 'MarkedLine', 'marked_lines',
            'closed_regions', 'hidden_line_numbers', 'atomic_write', 'read_csv_lines', 'PartStatus', 'FinalStatus',
-           'PartReason']
+           'PartReason', 'status_from_text', 'time_from_text']
 
 # %% ../../../nbs/course/basics/vocabulary.ipynb #imports
 import csv
 import os
 import secrets
 from contextlib import contextmanager
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import NamedTuple
@@ -137,3 +138,18 @@ class PartReason(StrEnum):
     FAILED = 'failed'                     # the submission could not be graded: 0 points
     SCORED_BY_YOU = 'scored by you'       # the formgrader's points
     AUTOGRADED = 'autograded'             # the autograder's points
+
+# %% ../../../nbs/course/basics/vocabulary.ipynb #status-from-text
+def status_from_text(text: str, statuses: type, where: str):
+    "`text` as a member of the enum `statuses`; BadInput naming `where` when it is none of them."
+    if text not in set(statuses):
+        raise BadInput(f"{where}: status {text!r} is not one of {', '.join(statuses)}")
+    return statuses(text)
+
+# %% ../../../nbs/course/basics/vocabulary.ipynb #time-from-text
+def time_from_text(text: str, where: str) -> datetime | None:
+    "A CSV cell's date and time (ISO 8601; blank: None); BadInput naming `where` when it is none."
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except ValueError:
+        raise BadInput(f"{where}: timestamp {text!r} is not a date and time") from None

@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import Mapping, NamedTuple
 
 from ..basics.errors import BadInput
-from ..basics.vocabulary import FinalStatus
+from ..basics.vocabulary import FinalStatus, status_from_text, time_from_text
 from .grade_table import _points_text, _points_value, _time_text
 
 # %% auto #0
@@ -70,14 +70,8 @@ def _final_from_text(row: dict, where: str) -> FinalRow:
     """The final grades CSV's row `row` (column -> text; a column it lacks is blank) as a
     `FinalRow`; BadInput naming `where` and the value when one is not what the column holds."""
     text = {c: row.get(c) or '' for c in ('student', *FINAL_COLUMNS)}
-    if text['status'] not in set(FinalStatus):
-        raise BadInput(f"{where}: status {text['status']!r} is not one of "
-                       f"{', '.join(FinalStatus)}")
-    try:
-        when = datetime.fromisoformat(text['timestamp']) if text['timestamp'] else None
-    except ValueError:
-        raise BadInput(f"{where}: timestamp {text['timestamp']!r} is not a date and time"
-                       ) from None
+    status = status_from_text(text['status'], FinalStatus, where)
+    when = time_from_text(text['timestamp'], where)
     numbers = {c: _points_value(text[c], f"{where}, {c}") for c in _FINAL_NUMBERS}
     for c in ('total', 'max_points'):
         if numbers[c] is None:
@@ -85,7 +79,7 @@ def _final_from_text(row: dict, where: str) -> FinalRow:
     numbers.update({c: numbers[c] or 0.0 for c in _FINAL_NUMBERS if c != 'seconds_late'})
     points = {p: _points_value(v or '', f"{where}, part {p}") for p, v in row.items()
               if p not in text}
-    return FinalRow.shown(text['student'], points, **numbers, status=text['status'],
+    return FinalRow.shown(text['student'], points, **numbers, status=status,
                           details=text['details'], timestamp=when, review=text['review'])
 
 def final_rows(rows, where: str = 'final grades') -> list:

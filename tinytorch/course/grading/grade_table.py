@@ -15,7 +15,8 @@ from typing import NamedTuple
 
 from ..basics.errors import BadInput, MissingInput
 from ..basics.untrusted_text import csv_row, csv_value, printable
-from ..basics.vocabulary import PartStatus, atomic_write, read_csv_lines
+from ..basics.vocabulary import (PartStatus, atomic_write, read_csv_lines,
+                                                status_from_text, time_from_text)
 
 # %% auto #0
 __all__ = ['UNSANDBOXED', 'HIDDEN_FAILED', 'HELD', 'CSV_FIELDS', 'CLEAN_LOG', 'Part', 'Findings', 'StudentResult', 'part_status',
@@ -196,18 +197,12 @@ class GradeRow(NamedTuple):
     def from_text(cls, row: dict, where: str) -> GradeRow:
         """The row `row` of a grades CSV (today's columns, as `read_grades_csv` gives them) with
         real values; BadInput naming `where` when one isn't."""
-        if row['status'] not in set(PartStatus):
-            raise BadInput(f"{where}: status {row['status']!r} is not one of "
-                           f"{', '.join(PartStatus)}")
-        try:
-            when = datetime.fromisoformat(row['timestamp']) if row['timestamp'] else None
-        except ValueError:
-            raise BadInput(f"{where}: timestamp {row['timestamp']!r} is not a date and time"
-                           ) from None
+        status = status_from_text(row['status'], PartStatus, where)
+        when = time_from_text(row['timestamp'], where)
         values = {c: _points_value(row[c], where) for c in _NUMBERS}
         if values['max_points'] is None:
             raise BadInput(f"{where}: no max_points")
-        return cls(**{**row, **values, 'status': PartStatus(row['status']), 'timestamp': when,
+        return cls(**{**row, **values, 'status': status, 'timestamp': when,
                       'late_penalty': values['late_penalty'] or 0.0})
 
 # the columns that hold numbers
