@@ -559,6 +559,12 @@ def one_thread(fn):
             del os.environ["TINYTORCH_NUM_THREADS"]
         else:
             os.environ["TINYTORCH_NUM_THREADS"] = value
+    return around(fn, enter, exit_)
+
+
+def around(fn, enter, exit_):
+    """`fn` with `enter()` before and `exit_()` after it; a paired race runs the two outside the
+    timed call (`.enter`, `.exit`, `.inner`)."""
     def run():
         enter()
         try:
@@ -676,7 +682,8 @@ def pair_ratio(ta, tb):
 def grid_comparisons(fns, op, control=True):
     """The paired races of one grid cell: (A, B) names. `ours` against NumPy (forward only), torch,
     its own one-thread path, and itself (the A/A control: the same function as both contenders,
-    which must come out at 1.00 within its spread); `before` likewise when present."""
+    which must come out at 1.00 within its spread); `before` likewise when present, and `ours`
+    against `before` (the change itself, in one race)."""
     out = []
     for who in ("ours", "before"):
         if who not in fns:
@@ -684,7 +691,7 @@ def grid_comparisons(fns, op, control=True):
         if control and who == "ours":
             out.append((who, who))
         out += [(who, peer) for peer in ("NumPy", "torch", who + ", 1 thread") if peer in fns]
-    return out
+    return out + ([("ours", "before")] if "before" in fns else [])
 
 
 def bench_grid(rounds, use_torch, loads, busy_processes, before=None,
