@@ -182,3 +182,19 @@ def test_a_gradebook_changed_after_grading_cannot_inflate_a_grade(course, tmp_pa
     assert f"part {extra} has extra credit 7, refused on an autograded part" in row["details"], row["details"]
     assert f"total 104 above the maximum {top:g}" in row["details"], row["details"]
     assert rows["reference"]["status"] != "flagged", rows["reference"]
+
+
+def test_final_grades_and_feedback_read_the_gradebook_once(course, tmp_path, monkeypatch):
+    "`tinytorch grades` opens the gradebook once for the scores: the final grades and the feedback pages share them."
+    from tinytorch.course.grading import feedback
+    from tinytorch.course.results import final_grades
+    copy = shutil.copytree(course, tmp_path / "course")
+    reads, real = [], final_grades.read_gradebook
+    def counted(*args, **kwargs):
+        reads.append(args)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(final_grades, "read_gradebook", counted)
+    monkeypatch.setattr(feedback, "read_gradebook", counted)
+    final_grades.grades("11", copy, log=lambda line: None)
+    assert len(reads) == 1, reads
+    assert (copy / "final_grades_11_embeddings.csv").is_file()

@@ -9,30 +9,29 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..course.basics.defaults import CELL_TIMEOUT, PLATFORM_WALL_SECONDS
+from ..course.basics.defaults import PLATFORM_WALL_SECONDS
 from ..course.basics.errors import BadInput
-from .options import (
-    MODULE_HELP, NBS_HELP, Command, folder_to_write, nbs_dir, positive_int)
+from tinytorch.commands.options import (
+    Command, cell_timeout_option, folder_to_write, module_argument, nbs_dir, nbs_option,
+    positive_int)
 
 # %% auto #0
 __all__ = ['COMMAND', 'autograder_args', 'cmd_autograder']
 
 # %% ../../nbs/commands/autograder.ipynb #autograder-args
 def autograder_args(p):
-    p.add_argument('module', help=MODULE_HELP)
+    module_argument(p)
     p.add_argument('--target', required=True, choices=('gradescope', 'prairielearn'),
                    help="gradescope: an autograder zip to upload; prairielearn: a question folder "
                         "and a grader image")
     p.add_argument('--to', metavar='DIR', default='autograder',
                    help="folder to write into (default: autograder)")
-    p.add_argument('--nbs', metavar='DIR', help=NBS_HELP)
+    nbs_option(p)
     p.add_argument('--hidden-tests', choices=('after_published', 'hidden'),
                    default='after_published',
                    help="when students see, as its own entry on Gradescope, that a hidden test "
                         "failed (its message: never)")
-    p.add_argument('--cell-timeout', type=positive_int, default=CELL_TIMEOUT, metavar='SECONDS',
-                   help="seconds each cell of a submission may run on the platform "
-                        f"(default {CELL_TIMEOUT})")
+    cell_timeout_option(p, "seconds each cell of a submission may run on the platform")
     p.add_argument('--wall-seconds', type=positive_int, default=PLATFORM_WALL_SECONDS,
                    metavar='SECONDS',
                    help="seconds one submission's whole grading may take on the platform (default "

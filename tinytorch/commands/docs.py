@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .options import NBS_HELP, Command, folder_to_write, nbs_dir
+from .options import Command, folder_to_write, nbs_dir, nbs_option
 
 # %% auto #0
 __all__ = ['COMMAND', 'docs_args', 'cmd_docs']
@@ -16,7 +16,7 @@ __all__ = ['COMMAND', 'docs_args', 'cmd_docs']
 def docs_args(p):
     p.add_argument('--out', metavar='DIR', default='_docs',
                    help="folder for the site (default: _docs)")
-    p.add_argument('--nbs', metavar='DIR', help=NBS_HELP)
+    nbs_option(p)
 
 # %% ../../nbs/commands/docs.ipynb #cmd-docs
 def cmd_docs(args) -> int:

@@ -6,17 +6,18 @@ graded twice; the grades CSV, the gradebook and feedback."""
 # %% ../../nbs/commands/grade.ipynb #imports
 from __future__ import annotations
 
-from ..course.basics.defaults import CELL_TIMEOUT, DISK, MEMORY, PROCESSES, WALL_SECONDS
+from ..course.basics.defaults import DISK, MEMORY, PROCESSES, WALL_SECONDS
 from ..course.basics.errors import BadInput
-from .options import (
-    MODULE_HELP, NBS_HELP, Command, folder_to_write, nbs_dir, positive_int)
+from tinytorch.commands.options import (
+    Command, cell_timeout_option, folder_to_write, module_argument, nbs_dir, nbs_option,
+    positive_int)
 
 # %% auto #0
 __all__ = ['COMMAND', 'grade_args', 'cmd_grade']
 
 # %% ../../nbs/commands/grade.ipynb #main-grade
 def grade_args(p):
-    p.add_argument('module', help=MODULE_HELP)
+    module_argument(p)
     p.add_argument('submissions', help="folder of student folders: nbgrader's COURSE/submitted "
                    "after `nbgrader collect`, or SUBMISSIONS/<student>/<notebook>.ipynb")
     p.add_argument('--course', metavar='DIR', help="course folder to write (default: next to "
@@ -24,10 +25,8 @@ def grade_args(p):
     p.add_argument('--jobs', type=positive_int, default=1, metavar='N',
                    help="submissions graded at once (default 1; "
                    "at most the number of cores)")
-    p.add_argument('--nbs', metavar='DIR', help=NBS_HELP)
-    p.add_argument('--cell-timeout', type=positive_int, default=CELL_TIMEOUT, metavar='SECONDS',
-                   help="seconds each cell of a submission may run "
-                   f"(default {CELL_TIMEOUT})")
+    nbs_option(p)
+    cell_timeout_option(p, "seconds each cell of a submission may run")
     p.add_argument('--wall-seconds', type=positive_int, default=WALL_SECONDS, metavar='SECONDS',
                    help="seconds one submission may take in all, nbgrader and the re-check each "
                         f"(default {WALL_SECONDS})")

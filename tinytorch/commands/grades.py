@@ -6,7 +6,7 @@ the exports for an LMS."""
 # %% ../../nbs/commands/grades.ipynb #imports
 from __future__ import annotations
 
-from .options import MODULE_HELP, Command
+from .options import Command, module_argument
 
 # %% auto #0
 __all__ = ['EXPORT_FORMATS', 'COMMAND', 'grades_args', 'cmd_grades']
@@ -15,7 +15,7 @@ __all__ = ['EXPORT_FORMATS', 'COMMAND', 'grades_args', 'cmd_grades']
 EXPORT_FORMATS = ('final', 'canvas', 'moodle', 'nbgrader')
 
 def grades_args(p):
-    p.add_argument('module', help=MODULE_HELP)
+    module_argument(p)
     p.add_argument('--course', required=True, metavar='DIR',
                    help="the course folder that `tinytorch grade` wrote")
     p.add_argument('--format', choices=EXPORT_FORMATS, default='final',

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from ..course.basics.errors import MissingInput
-from .options import NBS_HELP, Command, nbs_dir
+from .options import Command, nbs_dir, nbs_option
 
 # %% auto #0
 __all__ = ['COMMAND', 'metadata_args', 'cmd_metadata']
@@ -17,7 +17,7 @@ __all__ = ['COMMAND', 'metadata_args', 'cmd_metadata']
 def metadata_args(p):
     p.add_argument('--check', action='store_true', help="change nothing; exit 1 if any notebook's "
                                                         "metadata is stale")
-    p.add_argument('--nbs', metavar='DIR', help=NBS_HELP)
+    nbs_option(p)
 
 # %% ../../nbs/commands/metadata.ipynb #cmd-metadata
 def cmd_metadata(args) -> int:

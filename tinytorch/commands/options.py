@@ -10,10 +10,12 @@ import argparse
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+from ..course.basics.defaults import CELL_TIMEOUT
 from ..course.basics.errors import MissingInput, OutputInTheWay
 
 # %% auto #0
-__all__ = ['positive_int', 'port_number', 'NBS_HELP', 'MODULE_HELP', 'Command', 'nbs_dir', 'folder_to_write']
+__all__ = ['positive_int', 'port_number', 'Command', 'module_argument', 'nbs_option', 'cell_timeout_option', 'nbs_dir',
+           'folder_to_write']
 
 # %% ../../nbs/commands/options.ipynb #command
 class Command(NamedTuple):
@@ -46,9 +48,22 @@ positive_int = _int_in(1, None, 'a positive integer')
 port_number = _int_in(0, 65535, 'a port number 0 … 65535')
 
 # %% ../../nbs/commands/options.ipynb #help-texts
-NBS_HELP = ("folder of the course's notebooks (default: ./nbs, or the current folder when it "
-            "holds the notebook)")
-MODULE_HELP = "the module's number, e.g. 11 (its notebook is NN_name.ipynb in --nbs)"
+def module_argument(p):
+    "The module's number, the first argument of the commands that work on one module."
+    p.add_argument('module', help="the module's number, e.g. 11 (its notebook is NN_name.ipynb "
+                                  "in --nbs)")
+
+# %% ../../nbs/commands/options.ipynb #nbs-option
+def nbs_option(p):
+    "`--nbs`: the folder of the course's notebooks (`nbs_dir` checks it)."
+    p.add_argument('--nbs', metavar='DIR', help="folder of the course's notebooks (default: "
+                   "./nbs, or the current folder when it holds the notebook)")
+
+# %% ../../nbs/commands/options.ipynb #cell-timeout-option
+def cell_timeout_option(p, seconds_of: str, default: int = CELL_TIMEOUT):
+    "`--cell-timeout`: the seconds each cell may run, `seconds_of` saying which cells and when."
+    p.add_argument('--cell-timeout', type=positive_int, default=default, metavar='SECONDS',
+                   help=f"{seconds_of} (default {default})")
 
 # %% ../../nbs/commands/options.ipynb #nbs-dir
 def nbs_dir(value) -> Path:

@@ -6,17 +6,16 @@ or the students' package for a JupyterHub image."""
 # %% ../../nbs/commands/release.ipynb #imports
 from __future__ import annotations
 
-from ..course.basics.defaults import CELL_TIMEOUT
 from ..course.basics.errors import BadInput
 from .options import (
-    MODULE_HELP, NBS_HELP, Command, folder_to_write, nbs_dir, positive_int)
+    Command, cell_timeout_option, folder_to_write, module_argument, nbs_dir, nbs_option)
 
 # %% auto #0
 __all__ = ['COMMAND', 'release_args', 'cmd_release']
 
 # %% ../../nbs/commands/release.ipynb #release-args
 def release_args(p):
-    p.add_argument('module', help=MODULE_HELP)
+    module_argument(p)
     p.add_argument('--to', metavar='DIR', default='release',
                    help="folder for the student notebook (default: release)")
     p.add_argument('--workspace', metavar='DIR', help="write a complete student workspace folder "
@@ -24,10 +23,8 @@ def release_args(p):
     p.add_argument('--wheel', metavar='DIR',
                    help="write the students' tinytorch as a wheel into DIR instead "
                    "(for a JupyterHub image: module 11 from the release, leak-checked)")
-    p.add_argument('--nbs', metavar='DIR', help=NBS_HELP)
-    p.add_argument('--cell-timeout', type=positive_int, default=CELL_TIMEOUT, metavar='SECONDS',
-                   help="seconds each cell may run when nbgrader checks the release "
-                   f"(default {CELL_TIMEOUT})")
+    nbs_option(p)
+    cell_timeout_option(p, "seconds each cell may run when nbgrader checks the release")
 
 # %% ../../nbs/commands/release.ipynb #cmd-release
 def cmd_release(args) -> int:

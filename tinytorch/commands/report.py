@@ -9,14 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..course.basics.errors import MissingInput
-from .options import MODULE_HELP, Command, folder_to_write
+from .options import Command, folder_to_write, module_argument
 
 # %% auto #0
 __all__ = ['COMMAND', 'report_args', 'cmd_report']
 
 # %% ../../nbs/commands/report.ipynb #report-args
 def report_args(p):
-    p.add_argument('module', help=MODULE_HELP)
+    module_argument(p)
     p.add_argument('--course', required=True, metavar='DIR',
                    help="the course folder that `tinytorch grade` wrote")
     p.add_argument('--out', metavar='DIR', help="folder for the report's page, CSVs and plots "

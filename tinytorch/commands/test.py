@@ -10,20 +10,19 @@ from pathlib import Path
 
 from ..course.basics.defaults import TEST_CELL_TIMEOUT
 from ..course.basics.errors import MissingInput
-from .options import MODULE_HELP, NBS_HELP, Command, nbs_dir, positive_int
+from .options import (
+    Command, cell_timeout_option, module_argument, nbs_dir, nbs_option)
 
 # %% auto #0
 __all__ = ['COMMAND', 'test_args', 'cmd_test']
 
 # %% ../../nbs/commands/test.ipynb #test-args
 def test_args(p):
-    p.add_argument('module', help=MODULE_HELP)
+    module_argument(p)
     p.add_argument('--notebook', metavar='FILE', help="the notebook to test (default: the module's "
                                                       "notebook in --nbs)")
-    p.add_argument('--nbs', metavar='DIR', help=NBS_HELP)
-    p.add_argument('--cell-timeout', type=positive_int, default=TEST_CELL_TIMEOUT,
-                   metavar='SECONDS',
-                   help=f"seconds each cell may run (default {TEST_CELL_TIMEOUT})")
+    nbs_option(p)
+    cell_timeout_option(p, "seconds each cell may run", TEST_CELL_TIMEOUT)
 
 # %% ../../nbs/commands/test.ipynb #cmd-test
 def cmd_test(args) -> int:

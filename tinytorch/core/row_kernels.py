@@ -465,8 +465,8 @@ def _pages_mapped(out: np.ndarray) -> bool:
     return any(r() is out for r in _filled)
 
 def _note_filled(out: np.ndarray):
-    if not _pages_mapped(out):
-        _filled[:] = [r for r in _filled[-3:] if r() is not None] + [weakref.ref(out)]
+    "Remember `out`, a table written whole that `_pages_mapped` did not know yet."
+    _filled[:] = [r for r in _filled[-3:] if r() is not None] + [weakref.ref(out)]
 
 # %% ../../nbs/11b_row_kernels.ipynb #add-few-rows
 _FEW_ROWS = 32              # up to this many rows, np.add.at (~1.6 µs a row) beats any plan
@@ -610,7 +610,7 @@ def add_rows_at(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, fresh: bool 
             _zero(out)
     else:
         _run_plan(out, rows, plan, fresh, ('add_rows', out.shape, out.dtype.str, n, fresh, mapped))
-    if fresh:
+    if fresh and not mapped:
         _note_filled(out)
     return out
 

@@ -197,7 +197,7 @@ def write_course(course: Course, notebooks, cell_timeout: int = CELL_TIMEOUT) ->
     """A fresh nbgrader course folder with `source/<stem>/<notebook>` for each notebook; its
     gradebook is named relative to the folder nbgrader runs in."""
     course.root.mkdir(parents=True, exist_ok=True)
-    db_url = sqlite_url(course.gradebook_file.relative_to(course.root))
+    db_url = sqlite_url(course.relative(course.gradebook_file))
     course.config.write_text(NBGRADER_CONFIG.format(cell_timeout=int(cell_timeout),
                                                     skip_tag=SKIP_TAG, db_url=db_url))
     for nb in map(Path, notebooks):

@@ -135,14 +135,17 @@ def _new_course(course: Course, assignment: str) -> bool:
 def _generated_files(course: Course, assignment: str) -> dict:
     """{path in the course: bytes} of what generating `assignment` left in `course`: the gradebook
     and the release."""
-    left = [p for p in sorted(course.release(assignment).rglob('*')) if p.is_file()]
-    return {course.relative(p): p.read_bytes() for p in left + [course.gradebook_file]}
+    release = course.release(assignment)
+    at = course.relative(release)
+    return {**{f'{at}/{rel}': data for rel, data in files_under(release).items()},
+            course.relative(course.gradebook_file): course.gradebook_file.read_bytes()}
 
 # %% ../../../nbs/course/basics/generation_cache.ipynb #lay-out
 def _lay_out(course: Course, files: dict):
     """Write `files` ({path in the course: bytes}) into `course`: the gradebook last, renamed into
     place."""
-    for rel in sorted(files, key=lambda r: course.root / r == course.gradebook_file):
+    gradebook = course.relative(course.gradebook_file)
+    for rel in sorted(files, key=lambda r: r == gradebook):
         path = course.root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f'.{path.name}.partial')

@@ -204,9 +204,9 @@ def _not_run_note(n: int) -> str:
 # %% ../../../nbs/course/grading/feedback.ipynb #grading-header
 def _grading_summary(result: StudentResult, assignment: str) -> FeedbackSummary:
     "The top of the page `tinytorch grade` writes: the points, lateness, a row per part."
-    rows = []
+    rows, statuses = [], result.statuses
     for gid, p in result.parts.items():
-        status, _ = result.statuses[gid]
+        status, _ = statuses[gid]
         shown = '–' if status == PartStatus.NEEDS_MANUAL else f"{p.nbgrader_points:g}"
         rows.append((gid, (f"{shown} / {p.max_points:g}",
                            f"{status}{f' ({HIDDEN_FAILED})' if p.hidden_failed else ''}")))
@@ -263,10 +263,11 @@ def with_comments(nb: dict, comments: dict) -> dict:
     return dict(nb, cells=cells)
 
 # %% ../../../nbs/course/grading/feedback.ipynb #feedback-pages
-def regenerate_feedback(course: Course, assignment: str, parts: dict, rows: list) -> dict:
+def regenerate_feedback(course: Course, assignment: str, parts: dict, rows: list,
+                        scores: dict | None = None) -> dict:
     """Rewrite each graded student's feedback page from `final_grades`' result; student -> page
-    (None: withheld)."""
-    scores = read_gradebook(course, assignment)
+    (None: withheld). `scores`: the gradebook as `read_gradebook` read it, if the caller has it."""
+    scores = read_gradebook(course, assignment) if scores is None else scores
     hidden = secret_lines(course.source_notebook(assignment), solutions=False)
     pages = {}
     for row in rows:

@@ -126,7 +126,7 @@ def _nbgrader_findings(setup: GradingSetup, student: str, copy: Course, autograd
                        parts: dict, run, notes: list) -> Findings:
     """What nbgrader's run in the course `copy` found: its points on `parts`, and what it left
     undone."""
-    grades = read_copy_grades(copy.gradebook_file, setup.assignment, student)
+    grades = read_copy_grades(copy, setup.assignment, student)
     flags = ([f"nbgrader graded {sorted(grades)} instead of {sorted(parts)}"]
              if set(grades) != set(parts) else [])
     graded = {gid: (replace(p, nbgrader_points=grades[gid]['points'] or 0.0,

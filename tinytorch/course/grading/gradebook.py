@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..authoring.assignments import generate_assignment, write_course
-from ..basics.course import Course, open_gradebook
+from ..basics.course import Course
 from ..basics.generation_cache import generation_key
 from .grade_table import Findings, Part, StudentResult, import_score
 from ..basics.notebooks import cell_source, read_nb, strip_hidden_tests, write_nb, writes_nb
@@ -161,11 +161,11 @@ def autograde_error(stderr: str, most: int = 20_000) -> str:
     return text if len(text) <= most else '…' + text[-most:]
 
 # %% ../../../nbs/course/grading/gradebook.ipynb #read-copy
-def read_copy_grades(db: Path, assignment: str, student: str) -> dict:
-    """grade_id -> {points, max_points, needs_manual, kind} from a one-student course copy's
-    gradebook `db`."""
+def read_copy_grades(copy: Course, assignment: str, student: str) -> dict:
+    """grade_id -> {points, max_points, needs_manual, kind} from the gradebook of `copy`, a
+    one-student course copy."""
     from nbgrader.api import MissingEntry
-    with open_gradebook(db, timeout=None) as gb:
+    with copy.gradebook(timeout=None) as gb:
         if [s.id for s in gb.students] != [student]:
             raise RuntimeError(f"the gradebook copy holds students {[s.id for s in gb.students]}, "
                                f"expected only {student!r}")

@@ -7,6 +7,7 @@ gradebook and the final grades."""
 # %% ../../../nbs/course/grading/late.ipynb #imports
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -98,9 +99,14 @@ class LatePenalty(LateSubmissionPlugin):
                     ).tag(config=True)
     floor = Float(help="% of the points a late submission keeps at least").tag(config=True)
 
-    def _kept(self, name: str):
+    @functools.cached_property
+    def _kept_policy(self) -> LatePolicy:
+        "The policy `tinytorch grade` kept in the course's late_work.json, read once."
         from nbgrader.coursedir import CourseDirectory
-        return getattr(LateWork.load(Course(CourseDirectory(parent=self).root)).policy, name)
+        return LateWork.load(Course(CourseDirectory(parent=self).root)).policy
+
+    def _kept(self, name: str):
+        return getattr(self._kept_policy, name)
 
     @default('kind')
     def _kept_kind(self): return self._kept('kind')
@@ -127,13 +133,18 @@ class LatePenalty(LateSubmissionPlugin):
                                 total_seconds_late: float | None) -> float:
         """Points deducted from `score` handed in `total_seconds_late` after the student's due date
         (None or <= 0: on time)."""
-        if not total_seconds_late or total_seconds_late <= 0 or self.kind == 'none' or score <= 0:
-            return 0.0
-        if self.kind == 'zero':
-            return score
-        periods = math.ceil(total_seconds_late / _UNIT_SECONDS[self.kind])
-        share = min(periods * self.percent, 100.0 - self.floor) / 100
-        return round(score * share, 4)
+        return _deduction(self.kind, self.percent, self.floor, score, total_seconds_late)
+
+def _deduction(kind: str, percent: float, floor: float, score: float,
+               seconds_late: float | None) -> float:
+    """The late rule, the one formula: points deducted from `score` handed in `seconds_late` after
+    the due date (None or <= 0: on time) under a `kind`/`percent`/`floor` policy."""
+    if not seconds_late or seconds_late <= 0 or kind == 'none' or score <= 0:
+        return 0.0
+    if kind == 'zero':
+        return score
+    share = min(math.ceil(seconds_late / _UNIT_SECONDS[kind]) * percent, 100.0 - floor) / 100
+    return round(score * share, 4)
 
 # %% ../../../nbs/course/grading/late.ipynb #policy
 @dataclass(frozen=True)
@@ -152,8 +163,8 @@ class LatePolicy:
 
     def penalty(self, points: float, seconds_late: float | None) -> float:
         """Points deducted from `points` handed in `seconds_late` after the due date (None or <= 0:
-        on time): the plugin's `late_submission_penalty`."""
-        return self.plugin().late_submission_penalty('', points, seconds_late)
+        on time): the plugin's rule (`_deduction`), with no plugin made for it."""
+        return _deduction(self.kind, self.percent, self.floor, points, seconds_late)
 
     def describe(self) -> str:
         if self.kind in ('none', 'zero'):

@@ -18,7 +18,7 @@ from ..basics.course import Course
 from ..basics.errors import BadInput
 from ..basics.generation_cache import files_under
 from .grade_table import (
-    CLEAN_LOG, CSV_FIELDS, log_entries, read_grades, read_grades_csv)
+    CLEAN_LOG, CSV_FIELDS, log_entries, read_grades)
 from .gradebook import copy_submissions, gradebook_students
 from .review import merge_graded_answers
 from ..basics.vocabulary import PartStatus, atomic_write

@@ -7,6 +7,7 @@ every part's points decided by one rule and every student's status saying what i
 from __future__ import annotations
 
 import csv
+from collections import Counter
 from pathlib import Path
 
 from ..basics.course import Course
@@ -21,8 +22,8 @@ from ..basics.untrusted_text import csv_row, printable
 from ..basics.vocabulary import FinalStatus, PartReason, PartStatus, atomic_write
 
 # %% auto #0
-__all__ = ['CourseNotGraded', 'graded_assignment', 'gradebook_problem', 'final_points', 'final_grades', 'write_final_grades',
-           'grades']
+__all__ = ['CourseNotGraded', 'graded_assignment', 'gradebook_problem', 'final_points', 'final_grades', 'final_grades_from',
+           'write_final_grades', 'grades']
 
 # %% ../../../nbs/course/results/final_grades.ipynb #course
 class CourseNotGraded(MissingInput):
@@ -149,8 +150,13 @@ def final_grades(course_dir, module) -> tuple:
     """({part: max points} in notebook order, a `FinalRow` per student) for `module` in a graded
     course."""
     course, assignment = graded_assignment(course_dir, module)
-    graded = student_grades(course.grades_csv(assignment))
-    scores = read_gradebook(course, assignment)
+    return final_grades_from(course, assignment, student_grades(course.grades_csv(assignment)),
+                             read_gradebook(course, assignment))
+
+# %% ../../../nbs/course/results/final_grades.ipynb #final-grades-from
+def final_grades_from(course: Course, assignment: str, graded: dict, scores: dict) -> tuple:
+    """`final_grades` of the grades CSV as `student_grades` read it (`graded`) and the gradebook as
+    `read_gradebook` read it (`scores`), for a caller that has them already."""
     parts = {p: r.max_points for p, r in next(iter(graded.values()), {}).items()}
     policy, flagged = LateWork.load(course).policy, flagged_students(course, assignment)
     return parts, [_final_row(student, by_part, scores.get(student, {}), policy, student in flagged)
@@ -169,12 +175,10 @@ def write_final_grades(parts: dict, rows: list, out) -> Path:
 
 # %% ../../../nbs/course/results/final_grades.ipynb #grades
 def _status_counts(rows: list) -> str:
-    "`N complete, N to grade, ...` of the final rows (`held` only when someone is)."
-    counts = {s: sum(r.status == s for r in rows)
-              for s in ('complete', 'to grade', 'to confirm', 'flagged', 'failed')}
-    held = sum(r.status == 'held' for r in rows)
-    counts.update({'held': held} if held else {})
-    return ', '.join(f"{n} {s}" for s, n in counts.items())
+    """`N complete, N to grade, ...` of the final rows, in `FinalStatus`' order (`held` only when
+    someone is)."""
+    counts = Counter(r.status for r in rows)
+    return ', '.join(f"{counts[s]} {s}" for s in FinalStatus if s != FinalStatus.HELD or counts[s])
 
 def grades(module, course_dir, fmt: str = 'final', out=None, roster_file=None, column=None,
            log=print) -> Path:
@@ -189,7 +193,9 @@ def grades(module, course_dir, fmt: str = 'final', out=None, roster_file=None, c
     if fmt == 'canvas' and roster is None:
         raise BadInput("--format canvas: Canvas matches students by its own ids; pass --roster "
                        "(Canvas' gradebook export, as downloaded, will do)")
-    parts, rows = final_grades(course, module)
+    scores = read_gradebook(course, assignment)
+    parts, rows = final_grades_from(course, assignment,
+                                    student_grades(course.grades_csv(assignment)), scores)
     path = write_final_grades(parts, rows, (out if fmt == 'final' else None)
                               or course.final_grades_csv(assignment))
     log(f"final grades: {path} ({len(rows)} students: {_status_counts(rows)})")
@@ -200,7 +206,7 @@ def grades(module, course_dir, fmt: str = 'final', out=None, roster_file=None, c
         log(f"{fmt} export: {export}")
         for line in notes:
             log(f"  {printable(line)}")
-    pages = regenerate_feedback(course, assignment, parts, rows)
+    pages = regenerate_feedback(course, assignment, parts, rows, scores)
     withheld = sorted(s for s, page in pages.items() if page is None)
     log(f"feedback: {len(pages) - len(withheld)} page(s) rewritten in {course.step('feedback')}"
         + (f"; withheld (they would show hidden tests): {', '.join(map(printable, withheld))}"

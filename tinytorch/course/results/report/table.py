@@ -14,11 +14,11 @@ from typing import NamedTuple
 from ...basics.course import Course
 from ...platforms.autograder_run import graded_cell_errors
 from ...basics.errors import UsageError
-from ..final_grades import final_grades, graded_assignment
+from ...grading.gradebook import read_gradebook
+from ..final_grades import final_grades_from, graded_assignment
 from ...grading.grade_table import GradeRow, student_grades
 from ...basics.notebooks import read_submission
 from ...basics.untrusted_text import printable, write_csv
-from ...basics.vocabulary import PartStatus
 
 # %% auto #0
 __all__ = ['MESSAGE_CHARS', 'NO_MESSAGE', 'FAILURES_SHOWN', 'REPORT_COLUMNS', 'ClassRecord', 'read_class', 'masked',
@@ -41,7 +41,7 @@ def read_class(course_dir, module) -> ClassRecord:
     when it holds none)."""
     course, assignment = graded_assignment(course_dir, module)
     rows = student_grades(course.grades_csv(assignment))
-    _, finals = final_grades(course, module)
+    _, finals = final_grades_from(course, assignment, rows, read_gradebook(course, assignment))
     first = next(iter(rows.values()), {})
     parts = {p: (r.kind, r.max_points) for p, r in first.items()}
     points = {f.student: {p: f.points.get(p) for p in parts} for f in finals}
